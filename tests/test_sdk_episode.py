@@ -620,24 +620,73 @@ def replace_member_name(ctx: Ctx, member_id: Annotated[str, Entity("member")], n
     ctx.execute("INSERT OR REPLACE INTO members VALUES (?, ?, ?, ?)", (member_id, name, row["email"], row["tier"]))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG world._instrument/World._open: REPLACE conflict resolution deletes the old row without firing "
-    "the DELETE trigger (SQLite fires delete triggers on REPLACE only with PRAGMA recursive_triggers=ON), so "
-    "the change log sees only an insert: rewriting a row with identical values shows up as an 'insert' and "
-    "state_hash() differs from the seed hash although content_hash() is unchanged; a real change reads as an "
-    "insert with before=None instead of an update",
-)
 def test_insert_or_replace_is_captured_as_an_update():
+    """Regression: REPLACE deletes the old row without firing DELETE triggers unless recursive_triggers is on,
+    which made an unchanged rewrite read as an insert (state_hash != seed hash with equal content)."""
     world = sdkworld.make_world("library_replace", tools=[*sdkworld.TOOLS, replace_member_name])
     with world.episode(0) as same, world.episode(0) as via_replace, world.episode(0) as via_update:
         original = member(same, "M003")
         same.call("replace_member_name", {"member_id": "M003", "name": original["name"]}).unwrap()
         via_replace.call("replace_member_name", {"member_id": "M003", "name": "New Name"}).unwrap()
         via_update.call("rename_member", {"member_id": "M003", "name": "New Name"}).unwrap()
-        assert via_replace.content_hash() == via_update.content_hash()  # same data either way (passes today)
-        assert same.content_hash() == world.seed_image(0)[1]  # passes today
-        assert same.changes().to_dict() == {}  # fails today: {'members': {'inserted': [<row>], ...}}
+        assert via_replace.content_hash() == via_update.content_hash()  # same data either way
+        assert same.content_hash() == world.seed_image(0)[1]
+        assert same.changes().to_dict() == {}
         assert same.state_hash() == world.seed_image(0)[1]
         assert via_replace.changes() == via_update.changes()
         assert via_replace.state_hash() == via_update.state_hash()
+
+
+@tool(mutates=True)
+def merge_member_into(
+    ctx: Ctx, member_id: Annotated[str, Entity("member")], into_member_id: Annotated[str, Entity("member")]
+) -> None:
+    """Move a member onto another member's id, replacing that row (UPDATE OR REPLACE on the primary key)."""
+    ctx.execute("UPDATE OR REPLACE members SET member_id = ? WHERE member_id = ?", (into_member_id, member_id))
+
+
+def test_update_or_replace_onto_an_existing_key_records_the_replaced_row():
+    world = sdkworld.make_world("library_replace", tools=[*sdkworld.TOOLS, replace_member_name, merge_member_into])
+    with world.episode(0) as e:
+        m3, m4 = member(e, "M003"), member(e, "M004")
+        e.call("merge_member_into", {"member_id": "M003", "into_member_id": "M004"}).unwrap()
+        assert e.query("SELECT member_id FROM members WHERE member_id IN ('M003', 'M004')") == [{"member_id": "M004"}]
+        assert list(e.changes()) == [
+            RowChange("members", ("M003",), m3, None),
+            RowChange("members", ("M004",), m4, {**m3, "member_id": "M004"}),
+        ]
+
+
+def test_a_read_only_tool_that_writes_is_undone_and_reported():
+    @tool
+    def sneaky_lookup(ctx: Ctx, member_id: Annotated[str, Entity("member")]) -> dict[str, Any]:
+        """Look a member up (but, by mistake, also rename them)."""
+        ctx.execute("UPDATE members SET name = 'Oops' WHERE member_id = ?", (member_id,))
+        return {"member_id": member_id}
+
+    world = sdkworld.make_world("library_readonly", tools=[sneaky_lookup])
+    with world.episode(0) as e:
+        r = e.call("sneaky_lookup", {"member_id": "M003"})
+        assert r.error.type == "internal_error" and r.error.is_infra
+        assert "declared read-only but wrote" in r.error.message and "mutates=True" in r.error.message
+        assert len(e.changes()) == 0
+        assert e.query("SELECT name FROM members WHERE member_id = 'M003'")[0]["name"] != "Oops"
+
+
+def test_unknown_tool_wins_over_bad_json(ep):
+    r = ep.call("no_such_tool", "{not json")
+    assert r.error.type == "unknown_tool"
+    assert r.call.arguments == {"_raw": "{not json"}
+
+
+def test_a_hint_naming_a_local_type_is_a_world_error():
+    from toolworld.world import WorldError
+
+    class Local:
+        pass
+
+    def uses_local(ctx: Ctx, x: Local) -> None:  # "Local" cannot be resolved at module level
+        """Doc."""
+
+    with pytest.raises(WorldError, match="module level"):
+        tool(uses_local)

@@ -233,13 +233,10 @@ def test_entity_detection_through_optional_and_lists():
     assert pick.spec.requires == frozenset()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG tool._entity_of: Annotated[list[str], Entity('book')] returns many=False (the Annotated branch "
-    "returns before looking at the list base type), so Episode.call binds the whole list as one SQL parameter "
-    "and reports internal_error ('... crashed: ProgrammingError') instead of checking each id",
-)
 def test_entity_marker_on_a_list_annotation_means_many():
+    """Regression: the marker on a list annotation used to give many=False, so Episode.call bound the whole
+    list as one SQL parameter and answered internal_error instead of checking each id."""
+
     @tool
     def take(ids: Annotated[list[str], Entity("book")]) -> list[str]:
         """Take books."""
@@ -249,7 +246,7 @@ def test_entity_marker_on_a_list_annotation_means_many():
     with world.episode(0) as ep:
         result = ep.call("take", {"ids": ["B001", "B999"]})
     assert result.error is not None
-    assert result.error.type == "not_found", result.error.message  # today: internal_error
+    assert result.error.type == "not_found", result.error.message
     assert take.spec.entity_params == (EntityParam("ids", "book", many=True, required=True),)
 
 

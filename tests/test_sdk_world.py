@@ -88,13 +88,9 @@ def test_schema_introspection():
     assert repr(sdkworld.world) == "<World library: 11 tools, 4 tables>"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG World._introspect: only a declared type spelled exactly 'BLOB' is rejected; 'LONGBLOB' (BLOB "
-    "affinity by SQLite's rules, as is any type containing 'BLOB') is accepted, and bytes stored there make the "
-    "change-capture trigger's json_object() fail at call time",
-)
 def test_any_blob_affinity_column_is_rejected():
+    """Regression: only a type spelled exactly BLOB was rejected, but any type containing BLOB has BLOB
+    affinity (and bytes there break the change-capture trigger's json_object())."""
     with pytest.raises(WorldError, match="BLOB column"):
         sdkworld.make_world(
             "bad", schema="CREATE TABLE t (id INTEGER PRIMARY KEY, data LONGBLOB);", tools=[], entities={}
@@ -248,18 +244,16 @@ def test_a_corrupted_cache_file_is_rebuilt(cache, corruption):
     assert len(seed.calls) == calls + 1  # ...which the next world object loads
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG World._load_cached: a zero-length cache file (disk full, interrupted copy, `touch`) makes "
-    "sqlite3.Connection.deserialize(b'') raise MemoryError, which is not in the caught (OSError, sqlite3.Error), "
-    "so seed_image()/episode() crash instead of rebuilding",
-)
 def test_an_empty_cache_file_is_rebuilt(cache):
+    """Regression: deserialize(b"") raises MemoryError, which _load_cached did not catch, so a zero-length cache
+    file (disk full, interrupted copy) crashed seed_image() instead of being rebuilt."""
     seed = CountingSeed()
     w = counted_world(seed)
     _, digest = w.seed_image(0)
     w._cache_path(0).write_bytes(b"")
     assert counted_world(seed).seed_image(0)[1] == digest
+    assert len(seed.calls) == 2
+    assert w._cache_path(0).stat().st_size > 0
 
 
 def test_fingerprint_keys_the_cache(cache, tmp_path):

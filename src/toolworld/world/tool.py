@@ -159,7 +159,13 @@ def _build(fn: Callable[..., Any], name: str, mutates: bool, yields: dict[str, s
     description, arg_docs, returns = parse_docstring(fn.__doc__ or "")
     if not description:
         raise WorldError(f"tool {name!r} needs a docstring: it is the description the model reads")
-    hints = get_type_hints(fn, include_extras=True)
+    try:
+        hints = get_type_hints(fn, include_extras=True)
+    except NameError as exc:
+        raise WorldError(
+            f"tool {name!r}: a type hint names something not importable at module level ({exc}); define the types "
+            "a tool uses at module level"
+        ) from exc
     params = list(inspect.signature(fn).parameters.values())
     takes_ctx = bool(params) and params[0].name == "ctx"
     if takes_ctx:

@@ -284,7 +284,7 @@ class World:
             if ref.table not in self.table_columns or ref.column not in self.table_columns[ref.table]:
                 raise WorldError(f"world {self.name!r}: entity {kind!r} points at missing column {ref.table}.{ref.column}")
         for t in self.tools.values():
-            for kind in t.spec.consumes | t.spec.produces:
+            for kind in sorted(t.spec.consumes | t.spec.produces):
                 if kind not in self.entities:
                     raise WorldError(
                         f"world {self.name!r}: tool {t.name!r} uses entity kind {kind!r}, which the world does not "
