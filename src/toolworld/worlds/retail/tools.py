@@ -32,6 +32,12 @@ ItemId = Annotated[str, Entity("item")]
 PaymentMethodId = Annotated[
     str, Entity("payment_method"), Field(description="A payment method id of the customer, e.g. 'credit_card_4821904'.")
 ]
+# Address fields: the tools check them (rule R5) so that a bad address is explained, not just rejected.
+Line1 = Annotated[str, Field(description="Street address, e.g. '742 Evergreen Terrace'.")]
+Line2 = Annotated[str, Field(description="Apartment, suite or unit (optional), e.g. 'Apt 4B'.")]
+City = Annotated[str, Field(description="City, e.g. 'Springfield'.")]
+State = Annotated[str, Field(description="Two-letter US state code, e.g. 'IL'.")]
+Zip = Annotated[str, Field(description="Five-digit zip code, e.g. '62704'.")]
 OrderStatus = Literal[
     "pending", "processed", "shipped", "delivered", "cancelled",
     "return requested", "exchange requested", "returned", "exchanged",
@@ -549,17 +555,9 @@ def modify_pending_order_items(
 
 @tool(mutates=True)
 def modify_pending_order_address(
-    ctx: Ctx, order_id: OrderId, line1: str, city: str, state: str, zip: str, line2: str = ""
+    ctx: Ctx, order_id: OrderId, line1: Line1, city: City, state: State, zip: Zip, line2: Line2 = ""
 ) -> dict[str, Any]:
-    """Change the shipping address of a pending order.
-
-    Args:
-        line1: Street address, e.g. '742 Evergreen Terrace'.
-        city: City, e.g. 'Springfield'.
-        state: Two-letter US state code, e.g. 'IL'.
-        zip: Five-digit zip code, e.g. '62704'.
-        line2: Apartment, suite or unit (optional), e.g. 'Apt 4B'.
-    """
+    """Change the shipping address of a pending order."""
     order = _order_row(ctx, order_id)
     _require_status(order, ("pending",), "R5", "its shipping address can be changed",
                     "The parcel is already on its way; the customer can contact the carrier.")
@@ -681,17 +679,9 @@ def exchange_delivered_order_items(
 
 @tool(mutates=True)
 def modify_user_address(
-    ctx: Ctx, user_id: UserId, line1: str, city: str, state: str, zip: str, line2: str = ""
+    ctx: Ctx, user_id: UserId, line1: Line1, city: City, state: State, zip: Zip, line2: Line2 = ""
 ) -> dict[str, Any]:
-    """Change a customer's default address (existing orders keep their shipping address).
-
-    Args:
-        line1: Street address, e.g. '742 Evergreen Terrace'.
-        city: City, e.g. 'Springfield'.
-        state: Two-letter US state code, e.g. 'IL'.
-        zip: Five-digit zip code, e.g. '62704'.
-        line2: Apartment, suite or unit (optional), e.g. 'Apt 4B'.
-    """
+    """Change a customer's default address (existing orders keep their shipping address)."""
     addr = _clean_address(line1, line2, city, state, zip, "R11")
     current = ctx.one("SELECT * FROM addresses WHERE user_id = ? AND is_default = 1", (user_id,))
     assert current is not None
