@@ -19,7 +19,6 @@ from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
 
 import pydantic
 from pydantic import ConfigDict, Field
-from pydantic.fields import FieldInfo
 
 from .errors import ToolError, WorldError
 
@@ -348,7 +347,6 @@ def extract_path(value: Any, path: str) -> list[Any]:
 __all__ = [
     "Entity",
     "EntityParam",
-    "FieldInfo",
     "Tool",
     "ToolSpec",
     "extract_path",
