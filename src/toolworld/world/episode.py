@@ -222,10 +222,6 @@ def _row_order(change: RowChange) -> tuple[Any, ...]:
                                 for v in change.key))
 
 
-class _ReadOnlyViolation(Exception):
-    """A tool declared read-only wrote to the database (a bug of the world's definition)."""
-
-
 class Episode:
     """An isolated, forkable copy of a world's state at a seed.
 
@@ -285,8 +281,8 @@ class Episode:
             try:
                 output = tool.run(self._ctx, values)
                 if not tool.mutates and db.total_changes != written:
-                    raise _ReadOnlyViolation(f"{name} is declared read-only but wrote to the database; "
-                                             "declare it with @tool(mutates=True)")
+                    raise ToolError("internal_error", f"{name} is declared read-only but wrote to the database; "
+                                    "declare it with @tool(mutates=True)")
             except BaseException:
                 db.execute("ROLLBACK TO tw_call")
                 db.execute("RELEASE tw_call")
@@ -294,8 +290,6 @@ class Episode:
             db.execute("RELEASE tw_call")
         except ToolError as err:
             result = ToolResult(call, error=err, mutates=tool.mutates)
-        except _ReadOnlyViolation as exc:
-            result = ToolResult(call, error=ToolError("internal_error", str(exc)), mutates=tool.mutates)
         except Exception as exc:  # a bug in the tool: rolled back above, reported as the world's fault
             err = ToolError("internal_error", f"{name} crashed: {type(exc).__name__}: {exc}")
             err.__cause__ = exc

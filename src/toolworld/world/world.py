@@ -184,7 +184,7 @@ class World:
     def stats(self, seed: int = 0) -> dict[str, Any]:
         """Counts for listings: tools (read/write), tables and rows at ``seed``."""
         with self.episode(seed) as ep:
-            rows = {t: ep._db.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in sorted(self.table_keys)}
+            rows = {t: ep.query(f'SELECT count(*) AS n FROM "{t}"')[0]["n"] for t in sorted(self.table_keys)}
         writes = sum(t.mutates for t in self.tools.values())
         return {
             "name": self.name,
