@@ -9,15 +9,15 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Annotated, Any, NoReturn
+from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
-from .world import Episode, World, WorldError, get_world, list_worlds
+from .clikit import console, err_console, fail, world_or_fail
+from .world import Episode, WorldError, list_worlds
 
 app = typer.Typer(
     name="toolworld",
@@ -26,23 +26,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
-
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of a table.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="World seed: the same seed always gives the same data.")]
-
-
-def _fail(type_: str, message: str, **extra: Any) -> NoReturn:
-    print(json.dumps({"error": {"type": type_, "message": message, **extra}}, ensure_ascii=False))
-    raise typer.Exit(1)
-
-
-def _world(name: str) -> World:
-    try:
-        return get_world(name)
-    except WorldError as exc:
-        _fail("unknown_world", str(exc))
 
 
 @app.command()
@@ -64,7 +49,7 @@ def worlds(as_json: JsonFlag = False) -> None:
 @app.command()
 def tools(world: Annotated[str, typer.Argument(help="World name, e.g. retail.")], as_json: JsonFlag = False) -> None:
     """List a world's tools; --json prints them in OpenAI function-tool format."""
-    w = _world(world)
+    w = world_or_fail(world)
     if as_json:
         print(json.dumps(w.openai_tools(), indent=2, ensure_ascii=False))
         return
@@ -84,7 +69,7 @@ def policy(world: Annotated[str, typer.Argument(help="World name, e.g. retail.")
     """Print the rules an agent must follow in a world (its policy.md)."""
     from rich.markdown import Markdown
 
-    console.print(Markdown(_world(world).policy))
+    console.print(Markdown(world_or_fail(world).policy))
 
 
 @app.command()
@@ -95,14 +80,14 @@ def call(
     seed: SeedOpt = 0,
 ) -> None:
     """Call one tool on a fresh episode and print its result as JSON (exit 1 with a JSON error on failure)."""
-    w = _world(world)
+    w = world_or_fail(world)
     try:
         arguments = json.loads(args)
     except json.JSONDecodeError as exc:
-        _fail("invalid_arguments", f"--args is not valid JSON ({exc.msg} at char {exc.pos}); pass a JSON object "
+        fail("invalid_arguments", f"--args is not valid JSON ({exc.msg} at char {exc.pos}); pass a JSON object "
               "such as '{\"order_id\": \"#W1234567\"}'.")  # fmt: skip
     if not isinstance(arguments, dict):
-        _fail("invalid_arguments", f"--args must be a JSON object, got {type(arguments).__name__}.")
+        fail("invalid_arguments", f"--args must be a JSON object, got {type(arguments).__name__}.")
     with w.episode(seed) as ep:
         result = ep.call(tool, arguments)
         if not result.ok:
@@ -120,9 +105,9 @@ def tour(
     seed: SeedOpt = 0,
 ) -> None:
     """A scripted walk through a world: look-ups, a write, a refused write, a fork and the change-set."""
-    w = _world(world)
+    w = world_or_fail(world)
     if w.tour is None:
-        _fail("unsupported", f"world {world!r} has no scripted tour; try `toolworld tools {world}`.")
+        fail("unsupported", f"world {world!r} has no scripted tour; try `toolworld tools {world}`.")
     t0 = time.perf_counter()
     ep = w.episode(seed)
     console.print(Panel.fit(f"[bold]{w.name}[/bold] (seed {seed}): {w.description}\n\n"
@@ -161,6 +146,18 @@ def tour(
                       f"{fork.state_hash()[:16]} (untouched); episode state hash {ep.state_hash()[:16]}")  # fmt: skip
         fork.close()
     ep.close()
+
+
+def _register_command_groups() -> None:
+    """Commands that live beside the code they drive (tasks/, rollout/) add themselves here."""
+    from .rollout import cli_models, cli_run, cli_tokens
+    from .tasks import cli as tasks_cli
+
+    for module in (tasks_cli, cli_run, cli_tokens, cli_models):
+        module.register(app)
+
+
+_register_command_groups()
 
 
 def main() -> None:

@@ -1,0 +1,32 @@
+"""Shared pieces of the command line: consoles and the one structured-error exit every command uses.
+
+Errors a user can fix print one JSON object ``{"error": {"type", "message", ...}}`` on stdout and exit 1, so
+scripts can branch on ``error.type`` whichever command failed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from .world import World, WorldError, get_world
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def fail(type_: str, message: str, **extra: Any) -> NoReturn:
+    """Print a structured error and exit 1."""
+    print(json.dumps({"error": {"type": type_, "message": message, **extra}}, ensure_ascii=False))
+    raise typer.Exit(1)
+
+
+def world_or_fail(name: str) -> World:
+    """The named world, or a structured ``unknown_world`` error listing what is installed."""
+    try:
+        return get_world(name)
+    except WorldError as exc:
+        fail("unknown_world", str(exc))
