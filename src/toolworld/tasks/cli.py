@@ -1,9 +1,180 @@
-"""``toolworld tasks``: generate, verify and describe task sets."""
+"""``toolworld tasks``: generate, verify, describe and export task sets."""
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from ..clikit import console, err_console, fail, world_or_fail
+
+tasks_app = typer.Typer(
+    help="Synthesize tasks whose correct end state is known (executed gold actions), verify them by replay, "
+    "and describe task sets.",
+    no_args_is_help=True,
+)
+
+FileArg = Annotated[Path, typer.Argument(help="A task file (JSONL, one task a line).")]
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[extra]}"),
+                    TimeElapsedColumn(), TimeRemainingColumn(), console=err_console, transient=False)  # fmt: skip
+
+
+@tasks_app.command()
+def generate(
+    world: Annotated[str, typer.Argument(help="World name, e.g. retail.")],
+    n: Annotated[int, typer.Option("-n", "--n", min=1, help="Number of distinct, verified tasks to write.")] = 100,
+    seed: Annotated[int, typer.Option("--seed", help="World seed and sampling seed: same seed, same file.")] = 0,
+    out: Annotated[Path, typer.Option("-o", "--out", help="Output JSONL file (written atomically).")] = Path("tasks.jsonl"),
+    sampler: Annotated[str, typer.Option("--sampler", help="mixed (default), one of target, greedy, walk, compose, "
+                                         "refusal, info, or weights such as 'target=3,refusal=1'.")] = "mixed",
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Processes; the output does not depend on it.")] = 1,
+    parquet: Annotated[Path | None, typer.Option("--parquet", help="Also write a Parquet export here.")] = None,
+) -> None:
+    """Generate N tasks: walk the tool graph to a target, execute the gold on a fresh episode, phrase the request.
+
+    Every task is replayed once more before it is written; duplicates (same request, same end state) are dropped.
+    """
+    from .generate import generate as run_generate
+    from .generate import parse_mix
+
+    w = world_or_fail(world)
+    try:
+        mix = parse_mix(sampler)
+    except ValueError as exc:
+        fail("invalid_option", str(exc))
+    if out.is_dir():
+        fail("invalid_option", f"--out {out} is a directory; give a file name such as {out / 'tasks.jsonl'}")
+    if out.exists():
+        err_console.print(f"[yellow]overwriting {out}[/yellow]")
+    start = time.perf_counter()
+    with _progress() as progress:
+        bar = progress.add_task(f"generating {world} tasks", total=n, extra="")
+
+        def tick(done: int, draws: int) -> None:
+            progress.update(bar, completed=done, extra=f"{draws} draws")
+
+        try:
+            report = run_generate(w, n, seed=seed, sampler=mix, workers=workers, on_progress=tick)
+        except ValueError as exc:
+            fail("generation_failed", str(exc))
+    from .model import write_jsonl
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_jsonl(out, report.tasks)
+    took = time.perf_counter() - start
+    if parquet is not None:
+        from .model import export_parquet
+
+        try:
+            export_parquet(report.tasks, parquet)
+        except RuntimeError as exc:
+            fail("missing_dependency", str(exc))
+    drops = ", ".join(f"{k} {v}" for k, v in report.drops.most_common()) or "none"
+    err_console.print(f"{len(report.tasks)} tasks from {report.draws} draws in {took:.1f} s "
+                      f"({len(report.tasks) / max(took, 1e-9):.0f}/s); dropped: {drops}")  # fmt: skip
+    print(f"wrote {len(report.tasks)} tasks to {out}")
+    if len(report.tasks) < n:
+        fail("too_few_tasks", f"only {len(report.tasks)} of {n} tasks could be generated in {report.draws} draws; "
+             "try another --seed or sampler, or check the world's task kit")  # fmt: skip
+
+
+def _load(path: Path):  # type: ignore[no-untyped-def]
+    from .model import TaskSet
+
+    if not path.exists():
+        fail("file_not_found", f"no such task file: {path}")
+    if path.is_dir():
+        fail("invalid_file", f"{path} is a directory, not a task file")
+    try:
+        ts = TaskSet.load(path)
+    except UnicodeDecodeError as exc:
+        fail("invalid_file", f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})")
+    for err in ts.errors:
+        err_console.print(f"[red]{path}:{err.line}:[/red] {err.message}")
+    return ts
+
+
+@tasks_app.command()
+def verify(file: FileArg) -> None:
+    """Replay every task's gold actions on a fresh episode and compare results and end state.
+
+    Prints each failure with its task id, line and first differing step; the last line is
+    `N verified, M failed` (unreadable lines count as failed) and the exit code is 1 when M > 0.
+    """
+    from .verify import verify_tasks
+
+    ts = _load(file)
+    with _progress() as progress:
+        bar = progress.add_task("verifying", total=len(ts), extra="")
+        report = verify_tasks(zip(ts.lines, ts.tasks, strict=True),
+                              on_progress=lambda k: progress.update(bar, completed=k))  # fmt: skip
+    for f in report.failures:
+        step = f"step {f.step}" if f.step is not None else "end state"
+        print(f"FAILED {f.task_id} (line {f.line}, {step}): {f.message}")
+    failed = len(report.failures) + len(ts.errors)
+    print(f"{report.verified} verified, {failed} failed")
+    if failed:
+        raise typer.Exit(1)
+
+
+@tasks_app.command()
+def stats(file: FileArg, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Coverage of tools as targets, kinds and refusal share, path-length and difficulty histograms."""
+    from ..world import WorldError, get_world
+    from .verify import task_stats
+
+    ts = _load(file)
+    data = task_stats(ts.tasks)
+    data["unreadable_lines"] = len(ts.errors)
+    missing: list[str] = []
+    for name in data["worlds"]:
+        try:
+            w = get_world(name)
+        except WorldError:
+            continue
+        missing += [t for t, tool in sorted(w.tools.items()) if tool.spec.mutates and t not in data["targets"]]
+    data["write_tools_never_targeted"] = missing
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    console.print(f"[bold]{file}[/bold]: {data['tasks']} tasks, kinds {data['kinds']}, "
+                  f"refusals {data['refusal_share']:.1%}, unreadable lines {len(ts.errors)}")  # fmt: skip
+    for title, key in (("target tool", "targets"), ("sampler", "samplers"), ("path length", "path_length"),
+                       ("writes", "writes"), ("level", "level"), ("refusal rule", "refusal_rules"),
+                       ("distractors (10 = 10+)", "distractors")):  # fmt: skip
+        table = Table(title=title, show_header=False, title_justify="left")
+        total = max(sum(data[key].values()), 1)
+        for k, v in data[key].items():
+            table.add_row(str(k), str(v), "█" * max(1, round(30 * v / total)))
+        console.print(table)
+    if missing:
+        console.print(f"[yellow]write tools never a target: {', '.join(missing)}[/yellow]")
+
+
+@tasks_app.command()
+def export(
+    file: FileArg,
+    out: Annotated[Path, typer.Option("-o", "--out", help="Output .parquet file.")],
+) -> None:
+    """Export a task file to Parquet (needs the `data` extra: pip install 'toolworld[data]')."""
+    from .model import export_parquet
+
+    ts = _load(file)
+    try:
+        rows = export_parquet(ts.tasks, out)
+    except RuntimeError as exc:
+        fail("missing_dependency", str(exc))
+    print(f"wrote {rows} tasks to {out}")
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``tasks`` command group to the top-level app."""
+    app.add_typer(tasks_app, name="tasks")

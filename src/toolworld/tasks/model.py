@@ -36,10 +36,11 @@ class UserProfile(_Strict):
 
 
 class Action(_Strict):
-    """One gold tool call."""
+    """One gold tool call; ``output_digest`` lets ``tasks verify`` name the first step whose result changed."""
 
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+    output_digest: str | None = None
 
 
 class ExpectedOutput(_Strict):
@@ -89,6 +90,7 @@ class Task(_Strict):
     expected_changes: dict[str, Any]
     expected_outputs: list[ExpectedOutput] = Field(default_factory=list)
     refusal: Refusal | None = None
+    ignore_columns: list[str] = Field(default_factory=list, description="'table.column' free text scorers skip.")
     difficulty: Difficulty
     provenance: Provenance
 
@@ -189,8 +191,8 @@ def write_jsonl(path: str | Path, tasks: Iterable[Task]) -> int:
     return n
 
 
-PARQUET_JSON_COLUMNS = ("user", "gold_actions", "expected_changes", "expected_outputs", "refusal", "difficulty",
-                        "provenance")  # fmt: skip
+PARQUET_JSON_COLUMNS = ("user", "gold_actions", "expected_changes", "expected_outputs", "refusal", "ignore_columns",
+                        "difficulty", "provenance")  # fmt: skip
 
 
 def export_parquet(tasks: Iterable[Task], path: str | Path) -> int:

@@ -299,6 +299,21 @@ class Episode:
         self.history.append(result)
         return result
 
+    def probe(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> ToolResult:
+        """What would this call do? Runs it, then undoes it: state, change log and history stay as they were.
+
+        Much cheaper than ``fork().call()`` (no copy of the database), which is what task synthesis needs to
+        try many candidate calls per draw.
+        """
+        db = self._db
+        db.execute("SAVEPOINT tw_probe")
+        try:
+            return self.call(name, arguments)
+        finally:
+            db.execute("ROLLBACK TO tw_probe")
+            db.execute("RELEASE tw_probe")
+            self.history.pop()
+
     def fork(self) -> Episode:
         """An independent copy of this episode's current state (and history): nothing leaks either way."""
         # The backup API copies page by page into the new connection: no intermediate 1.6 MB bytes object,

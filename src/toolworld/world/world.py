@@ -72,6 +72,9 @@ class World:
         version: bump to invalidate cached seed images when nothing in the source files changed.
         source_files: files whose bytes key the cache (default: the seed generator's folder).
         tour: optional script for ``toolworld tour``: given a fresh episode, the steps to show.
+        synthesis: optional task-synthesis hints for ``toolworld.tasks`` (a ``TaskKit``, a factory taking
+            the world, or ``"module:attr"`` naming one, imported only when tasks are generated). The SDK
+            itself never looks inside it.
     """
 
     def __init__(
@@ -88,6 +91,7 @@ class World:
         version: str = "1",
         source_files: Sequence[Path] | None = None,
         tour: Callable[[Episode], Iterable[TourStep]] | None = None,
+        synthesis: Any = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -97,6 +101,7 @@ class World:
         self.clock = clock
         self.version = version
         self.tour = tour
+        self.synthesis = synthesis
         self.tools: dict[str, Tool] = {}
         for t in tools:
             if not isinstance(t, Tool):

@@ -50,6 +50,7 @@ world = World(
     },
     clock=NOW,
     tour=tour,
+    synthesis="toolworld.worlds.retail.synthesis:kit",
 )
 
 __all__ = ["world"]
