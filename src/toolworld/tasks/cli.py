@@ -68,7 +68,7 @@ def generate(
     from .model import write_jsonl
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_jsonl(out, report.tasks)
+    write_jsonl(out, report.lines)
     took = time.perf_counter() - start
     if parquet is not None:
         from .model import export_parquet
@@ -78,11 +78,11 @@ def generate(
         except RuntimeError as exc:
             fail("missing_dependency", str(exc))
     drops = ", ".join(f"{k} {v}" for k, v in report.drops.most_common()) or "none"
-    err_console.print(f"{len(report.tasks)} tasks from {report.draws} draws in {took:.1f} s "
-                      f"({len(report.tasks) / max(took, 1e-9):.0f}/s); dropped: {drops}")  # fmt: skip
-    print(f"wrote {len(report.tasks)} tasks to {out}")
-    if len(report.tasks) < n:
-        fail("too_few_tasks", f"only {len(report.tasks)} of {n} tasks could be generated in {report.draws} draws; "
+    err_console.print(f"{len(report)} tasks from {report.draws} draws in {took:.1f} s "
+                      f"({len(report) / max(took, 1e-9):.0f}/s); dropped: {drops}")  # fmt: skip
+    print(f"wrote {len(report)} tasks to {out}")
+    if len(report) < n:
+        fail("too_few_tasks", f"only {len(report)} of {n} tasks could be generated in {report.draws} draws; "
              "try another --seed or sampler, or check the world's task kit")  # fmt: skip
 
 

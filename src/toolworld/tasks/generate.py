@@ -119,9 +119,22 @@ class TaskBuilder:
 
 @dataclass
 class GenerateReport:
-    tasks: list[Task] = field(default_factory=list)
+    """Generated tasks as JSONL lines (what gets written) with their ids; ``tasks`` parses them on demand."""
+
+    lines: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
     draws: int = 0
     drops: Counter[str] = field(default_factory=Counter)
+    _tasks: list[Task] | None = None
+
+    @property
+    def tasks(self) -> list[Task]:
+        if self._tasks is None or len(self._tasks) != len(self.lines):
+            self._tasks = [Task.model_validate_json(line) for line in self.lines]
+        return self._tasks
+
+    def __len__(self) -> int:
+        return len(self.lines)
 
 
 def parse_mix(spec: str | None) -> dict[str, int]:
@@ -152,29 +165,29 @@ def _init_worker(world_name: str, seed: int, mix: dict[str, int]) -> None:
     _WORKER = (TaskBuilder(get_world(world_name), seed), mix)
 
 
-def _build_chunk(bounds: tuple[int, int]) -> list[tuple[int, str | None, str | None]]:
-    """Draws ``[start, stop)`` in a worker: ``(index, task JSON or None, drop reason or None)``."""
+def _build_chunk(bounds: tuple[int, int]) -> list[tuple[str, str] | str]:
+    """Draws ``[start, stop)`` in a worker: ``(task id, task JSON)`` or the drop reason, per index."""
     assert _WORKER is not None
     builder, mix = _WORKER
     return [_one(builder, mix, i) for i in range(*bounds)]
 
 
-def _one(builder: TaskBuilder, mix: Mapping[str, int], index: int, as_json: bool = True) -> tuple[int, Any, str | None]:
+def _one(builder: TaskBuilder, mix: Mapping[str, int], index: int) -> tuple[str, str] | str:
     sampler = builder.synth.pick_sampler(index, mix)
     try:
         task = builder.build(index, sampler)
     except Drop as drop:
-        return index, None, drop.reason
-    return index, task.to_json() if as_json else task, None
+        return drop.reason
+    return task.id, task.to_json()
 
 
 def _results(world: World, seed: int, mix: dict[str, int], workers: int, chunk: int,
-             builder: TaskBuilder | None) -> Iterator[tuple[int, Any, str | None]]:  # fmt: skip
+             builder: TaskBuilder | None) -> Iterator[tuple[str, str] | str]:  # fmt: skip
     if workers <= 1:
         builder = builder or TaskBuilder(world, seed)
         index = 0
         while True:
-            yield _one(builder, mix, index, as_json=False)
+            yield _one(builder, mix, index)
             index += 1
     # fork shares the parent's loaded world and cached seed image; spawn (elsewhere) rebuilds them per worker.
     ctx = get_context("fork" if os.name == "posix" else "spawn")
@@ -204,19 +217,21 @@ def generate(world: World, n: int, *, seed: int = 0, sampler: str | dict[str, in
     seen: set[str] = set()
     limit = max_draws if max_draws is not None else n * 4 + 200
     builder = TaskBuilder(world, seed) if workers <= 1 else None
-    for _index, line, reason in _results(world, seed, mix, workers, chunk, builder):
-        if len(report.tasks) >= n or report.draws >= limit:
+    # The parent only dedupes and collects lines: with workers, any parsing here would compete with them.
+    for item in _results(world, seed, mix, workers, chunk, builder):
+        if len(report) >= n or report.draws >= limit:
             break
         report.draws += 1
-        if line is None:
-            report.drops[reason or "unknown"] += 1
+        if isinstance(item, str):
+            report.drops[item] += 1
             continue
-        task = line if isinstance(line, Task) else Task.model_validate_json(line)
-        if task.id in seen:
+        task_id, line = item
+        if task_id in seen:
             report.drops["duplicate"] += 1
             continue
-        seen.add(task.id)
-        report.tasks.append(task)
+        seen.add(task_id)
+        report.ids.append(task_id)
+        report.lines.append(line)
         if on_progress is not None:
-            on_progress(len(report.tasks), report.draws)
+            on_progress(len(report), report.draws)
     return report

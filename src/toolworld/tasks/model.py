@@ -177,14 +177,14 @@ def parse_task_line(raw: str, number: int, errors: list[LineError]) -> Task | No
         return None
 
 
-def write_jsonl(path: str | Path, tasks: Iterable[Task]) -> int:
-    """Write tasks one per line via a temporary file and an atomic rename; returns the count."""
+def write_jsonl(path: str | Path, tasks: Iterable[Task | str]) -> int:
+    """Write tasks (or their JSON lines) one per line via a temporary file and an atomic rename."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     n = 0
     with tmp.open("w", encoding="utf-8", newline="\n") as fh:
         for task in tasks:
-            fh.write(task.to_json())
+            fh.write(task if isinstance(task, str) else task.to_json())
             fh.write("\n")
             n += 1
     tmp.replace(path)

@@ -370,7 +370,7 @@ class Synthesizer:
                 found = conv.attempt(target, "action", known_only=True)
                 if found is not None:
                     return [found]
-            legal = [t for t in self.graph.legal(conv.bag.kinds()) if not self.specs[t].mutates]
+            legal = self._explorable(conv)
             ranked = sorted(legal, key=lambda t: (_dist(self.graph.distance_to(t, target)), conv.rng.random()))
             for tool in ranked:
                 fresh = [a for a in conv.bindings(tool) if _key(tool, a) not in conv.called]
@@ -382,7 +382,7 @@ class Synthesizer:
 
     def _walk(self, conv: Conversation) -> list[Target]:
         for _ in range(conv.rng.randint(1, 4)):
-            legal = [t for t in self.graph.legal(conv.bag.kinds()) if not self.specs[t].mutates]
+            legal = self._explorable(conv)
             conv.rng.shuffle(legal)
             for tool in legal:
                 fresh = [a for a in conv.bindings(tool) if _key(tool, a) not in conv.called]
@@ -398,11 +398,17 @@ class Synthesizer:
                 return [found]
         raise Drop("walk_dead_end")
 
+    def _explorable(self, conv: Conversation) -> list[str]:
+        """Reads an exploring agent may make: legal now, and not a second identification of the user."""
+        return [t for t in self.graph.legal(conv.bag.kinds()) if not self.specs[t].mutates
+                and t not in self.identify_tools]  # fmt: skip
+
     def _compose(self, conv: Conversation, index: int) -> list[Target]:
         want = conv.rng.randint(2, 3)
         order = self.cycle(index, self.write_tools)
         rest = order[1:]
         conv.rng.shuffle(rest)
+        rest.sort(key=lambda t: self.specs[t].requires <= self.identity_kinds)  # user-only writes last
         targets: list[Target] = []
         for tool in [order[0], *rest]:
             found = conv.attempt(tool, "action")
