@@ -61,6 +61,9 @@ class AssistantTurn:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
+    #: Free-form facts about how the turn was made (e.g. the gold policy's injected perturbations); the loop
+    #: copies them into the trajectory so scorers can be tested against known mistakes.
+    meta: dict[str, Any] = field(default_factory=dict)
 
     def to_message(self) -> Message:
         """The OpenAI-style assistant message the loop appends to the conversation."""
