@@ -4,6 +4,7 @@ structured errors for bad input, resume after a kill, noise flags."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from typer.testing import CliRunner
 from rollout_kit import make_task
 from toolworld.cli import app
 from toolworld.rollout.trajectory import Trajectory
+from toolworld.store import RunStore
 from toolworld.tasks.model import write_jsonl
 
 runner = CliRunner()
@@ -35,7 +37,8 @@ def task_file(tmp_path: Path, tasks: list[Any]) -> Path:
 
 
 def read(out: Path) -> list[Trajectory]:
-    return [Trajectory.from_json(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    with RunStore.open(out) as store:
+        return [traj for traj, _score, _facts in store.trials()]
 
 
 def error_of(res: Any) -> dict[str, Any]:
@@ -51,9 +54,11 @@ def test_run_gold_writes_k_trajectories_per_task(tmp_path, task_file, tasks):
     by_id = {t.id: t for t in tasks}
     assert all(t.changes == by_id[t.task_id].expected_changes and t.termination == "answered" for t in trajs)
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["trials"] == 2 and summary["finished"] == 6 and summary["answered"] == 6
+    assert summary["trials"] == 2 and summary["finished"] == 6 and summary["terminations"]["answered"] == 6
     assert summary["infra_errors"] == 0 and summary["episodes"] == 6
-    for word in ("finished", "answered", "infra errors", "mean turns", "tokens", "6/6"):
+    assert summary["success_rate"] == 1.0 and summary["pass_hat_k"] == {"1": 1.0, "2": 1.0}
+    assert summary["pass_at_k"] == {"1": 1.0, "2": 1.0}
+    for word in ("done", "success", "pass^2", "infra", "tokens", "6/6", "100.0%", f"report: {out / 'report.html'}"):
         assert word in res.stdout
 
 
@@ -88,23 +93,36 @@ def test_structured_errors_for_bad_input(tmp_path, task_file):
     garbage.write_text("nope\n")
     res = invoke("run", "retail", "--tasks", garbage, "--out", out)
     assert res.exit_code == 1 and error_of(res)["type"] == "no_tasks"
-    assert not (out / "trajectories.jsonl").exists()
+    assert not RunStore.exists(out)
 
 
-def test_existing_output_needs_resume_and_resume_finishes_a_killed_run(tmp_path, task_file, tasks):
+def test_existing_output_needs_resume_and_resume_redoes_only_missing_and_infra_trials(tmp_path, task_file, tasks):
     out = tmp_path / "run"
     assert invoke("run", "retail", "--tasks", task_file, "--trials", "2", "--out", out).exit_code == 0
-    path = out / "trajectories.jsonl"
-    lines = path.read_text().splitlines(keepends=True)
     res = invoke("run", "retail", "--tasks", task_file, "--trials", "2", "--out", out)
     assert res.exit_code == 1 and error_of(res)["type"] == "output_exists"
-    # As if killed: two episodes finished, a third half written.
-    path.write_text("".join(lines[:2]) + lines[2][: len(lines[2]) // 2])
+    res = invoke("run", "retail", "--tasks", task_file, "--trials", "2", "--out", out, "--resume", "--policy",
+                 "gold:drop=0.5")  # fmt: skip
+    assert res.exit_code == 1 and error_of(res)["type"] == "run_mismatch"
+    # As if killed and hit by a server outage: two trials never finished, one ended on an infra error.
+    db = sqlite3.connect(out / "run.db")
+    with db:
+        db.execute("DELETE FROM trials WHERE trial = 1 AND task_id IN (?, ?)", (tasks[0].id, tasks[1].id))
+        db.execute("UPDATE trials SET status = 'infra_error' WHERE task_id = ? AND trial = 0", (tasks[2].id,))
+    kept = dict(((t, k), f) for t, k, f in db.execute("SELECT task_id, trial, finished_at FROM trials WHERE status = 'done'"))
+    db.close()
     res = invoke("run", "retail", "--tasks", task_file, "--trials", "2", "--out", out, "--resume")
     assert res.exit_code == 0, res.output
+    assert "resuming: 3 of 6" in res.stderr
     trajs = read(out)
     assert sorted((t.task_id, t.trial) for t in trajs) == sorted((t.id, k) for t in tasks for k in range(2))
-    assert json.loads((out / "summary.json").read_text())["finished"] == 6
+    db = sqlite3.connect(out / "run.db")
+    after = dict(((t, k), (f, a)) for t, k, f, a in db.execute("SELECT task_id, trial, finished_at, attempts FROM trials"))
+    db.close()
+    assert all(after[key][0] == stamp for key, stamp in kept.items())  # finished trials were not re-run
+    assert after[(tasks[2].id, 0)][1] == 2  # the infra-errored one was
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["finished"] == 6 and summary["success_rate"] == 1.0
 
 
 def test_noise_flags_and_limit(tmp_path, task_file, tasks):

@@ -690,3 +690,23 @@ def test_a_hint_naming_a_local_type_is_a_world_error():
 
     with pytest.raises(WorldError, match="module level"):
         tool(uses_local)
+
+
+def test_a_closed_episodes_connection_is_reused_cleanly_and_the_closed_episode_cannot_touch_it():
+    world = sdkworld.world
+    first = world.episode(0)
+    assert first.call("rename_member", {"member_id": "M003", "name": "Ada Byron"}).ok
+    db = first._db
+    first.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        first.query("SELECT 1")
+    assert not first.call("rename_member", {"member_id": "M001", "name": "X"}).ok
+    second = world.episode(0)
+    try:
+        assert second._db is db  # the same connection, with a fresh image: no trace of the first episode
+        assert_untouched(second)
+        assert second.call("rename_member", {"member_id": "M001", "name": "Grace"}).ok
+        assert [c.table for c in second.changes()] == ["members"]  # change capture works on the reused schema
+        assert member(second, "M003")["name"] != "Ada Byron"
+    finally:
+        second.close()

@@ -1,5 +1,6 @@
 """toolworld: realistic worlds for tool-using agents, verifiable tasks, token-exact rollouts."""
 
+from .score import Score as Score  # re-exported: the public verdict type
 from .world import (
     ChangeSet,
     Ctx,

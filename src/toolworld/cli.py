@@ -151,9 +151,10 @@ def tour(
 def _register_command_groups() -> None:
     """Commands that live beside the code they drive (tasks/, rollout/) add themselves here."""
     from .rollout import cli_models, cli_run, cli_tokens
+    from .store import cli as store_cli
     from .tasks import cli as tasks_cli
 
-    for module in (tasks_cli, cli_run, cli_tokens, cli_models):
+    for module in (tasks_cli, cli_run, store_cli, cli_tokens, cli_models):
         module.register(app)
 
 

@@ -1,28 +1,25 @@
-"""The ``toolworld run`` command: run a policy on a task file, K trials per task, trajectories to JSONL.
+"""The ``toolworld run`` command: run a policy on a task file, K trials per task, score every trial.
 
-Every finished (task, trial) is appended to ``DIR/trajectories.jsonl`` and flushed at once, so killing a run
-loses only the episodes in flight; ``--resume`` continues such a run where it stopped. Bad task lines are
-reported with their line numbers and the good tasks still run.
+Every finished (task, trial) is scored and committed to the run store (``DIR/run.db``) at once, so killing a
+run loses only the episodes in flight; ``--resume`` continues it, re-running only unfinished and infra-errored
+trials. At the end ``DIR/summary.json`` and ``DIR/report.html`` are written. Bad task lines are reported with
+their line numbers and the good tasks still run.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..clikit import console, err_console, fail, world_or_fail
+from ..clikit import err_console, fail, world_or_fail
 
 if TYPE_CHECKING:
+    from ..store import RunStore
     from ..tasks.model import LineError, Task
     from .policy import Policy
     from .trajectory import Trajectory
-
-TRAJECTORIES = "trajectories.jsonl"
-SUMMARY = "summary.json"
-
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app (kept import-light: heavy imports go inside commands)."""
@@ -32,7 +29,7 @@ def register(app: typer.Typer) -> None:
 def run(
     world: Annotated[str, typer.Argument(help="World name, e.g. retail.")],
     tasks: Annotated[Path, typer.Option("--tasks", help="Task file (JSONL), e.g. from `toolworld tasks generate`.")],
-    out: Annotated[Path, typer.Option("--out", help="Output folder for trajectories.jsonl and summary.json.")],
+    out: Annotated[Path, typer.Option("--out", help="Run folder: run.db (trials, trajectories, scores), summary.json, report.html.")],
     policy: Annotated[str, typer.Option("--policy", help="Policy SPEC: gold, gold:drop=0.3, openai:MODEL@URL, "
                                         "vllm:MODEL@URL, hf:PATH, gguf:PATH, smollm2 (options after a comma).")] = "gold",
     trials: Annotated[int, typer.Option("--trials", min=1, help="Trials per task (for pass@k).")] = 1,
@@ -51,10 +48,13 @@ def run(
     user: Annotated[str, typer.Option("--user", help="User simulator: scripted, or a policy SPEC to play the user "
                                       "with a model (e.g. openai:gpt-4o-mini).")] = "scripted",
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Run only the first N tasks.")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue a run in --out: skip the (task, trial) pairs "
-                                         "already in its trajectories.jsonl.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out: re-run only its unfinished and "
+                                         "infra-errored trials.")] = False,
 ) -> None:
-    """Run a policy on tasks (K trials each), write DIR/trajectories.jsonl as episodes finish, print a summary."""
+    """Run a policy on tasks (K trials each), score each trial as it finishes, then write the summary and report.
+
+    Example: toolworld run retail --tasks tasks.jsonl --policy smollm2 --trials 2 --out runs/smol
+    """
     import asyncio
 
     from rich.markup import escape
@@ -81,50 +81,87 @@ def run(
     except ValueError as exc:
         fail("invalid_option", str(exc))
 
-    path = out / TRAJECTORIES
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        previous = _previous_run(path, resume)
-    except OSError as exc:
-        fail("unwritable_output", f"cannot use {out} as the output folder: {exc}")
-    wanted = {(t.id, k) for t in good for k in range(trials)}
-    done = {key for key in previous if key in wanted}
+    config = {
+        "world": w.name, "policy": agent.name, "policy_spec": policy, "user": user, "trials": trials,
+        "task_file": str(tasks), "limits": {"max_turns": max_turns, "max_tokens": max_tokens, "time_limit_s": time_limit},
+        "noise": {"fail": noise_fail, "latency_ms": noise_latency_ms, "truncate": noise_truncate, "seed": noise_seed},
+    }  # fmt: skip
+    store = _store_or_fail(out, config, good, resume)
+    run_tasks = store.tasks()
+    by_id = {t.id: t for t in run_tasks}
+    wanted = {(t.id, k) for t in run_tasks for k in range(trials)}
+    done = store.finished() & wanted
     todo = len(wanted) - len(done)
     if done:
-        err_console.print(f"resuming: {len(done)} of {len(wanted)} episodes already in {path}", markup=False)
+        err_console.print(f"resuming: {len(done)} of {len(wanted)} trials already finished in {out}; "
+                          f"running {todo}", markup=False)  # fmt: skip
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    written: list[dict[str, Any]] = [previous[key] for key in sorted(done)]
+    from ..score import score_trajectory
+
+    tally = {"success": 0, "scored": 0, "infra": 0}
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=err_console)  # fmt: skip
     interrupted = False
-    with path.open("a", encoding="utf-8", newline="\n") as fh, progress:
+    with progress:
         bar = progress.add_task(escape(f"{w.name} · {agent.name}"), total=todo, status="")
 
         def keep(traj: Trajectory) -> None:
-            fh.write(traj.to_json())
-            fh.write("\n")
-            fh.flush()
-            written.append(_brief(traj))
-            infra = sum(1 for s in written if s["termination"] == "infra_error")
-            progress.update(bar, advance=1, status=f"infra errors: {infra}" if infra else "")
+            score = score_trajectory(by_id[traj.task_id], traj)
+            store.record(traj, score)
+            if score.infra_error:
+                tally["infra"] += 1
+            else:
+                tally["scored"] += 1
+                tally["success"] += int(score.success)
+            status = f"success {tally['success']}/{tally['scored']}"
+            progress.update(bar, advance=1, status=status + (f" · infra errors {tally['infra']}" if tally["infra"] else ""))
 
         try:
-            asyncio.run(run_many(w, good, agent, trials=trials, concurrency=concurrency, limits=limits,
+            asyncio.run(run_many(w, run_tasks, agent, trials=trials, concurrency=concurrency, limits=limits,
                                  user=simulator, noise=noise, on_done=keep, skip=done))  # fmt: skip
         except KeyboardInterrupt:
             interrupted = True
-    summary = _summarize(written, tasks=len(good), trials=trials, policy=agent.name, world=w.name, errors=errors)
-    try:
-        (out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    except OSError as exc:
-        err_console.print(f"could not write {out / SUMMARY}: {exc}", style="red", markup=False)
-    _print_summary(summary, path)
+    from ..store.cli import finish_run, print_run_summary
+
+    summary, report = finish_run(store, out, task_file_errors=[str(e) for e in errors])
+    store.close()
+    print_run_summary(summary, out, report)
     if interrupted:
-        err_console.print(f"interrupted: {summary['finished']} episodes kept in {path}; rerun with --resume to finish",
+        err_console.print(f"interrupted: {summary['finished']} trials kept in {out}; rerun with --resume to finish",
                           style="yellow", markup=False)  # fmt: skip
         raise typer.Exit(130)
+
+
+def _store_or_fail(out: Path, config: dict[str, Any], tasks: list[Task], resume: bool) -> RunStore:
+    """The run store in ``out``: a new one, or (with ``--resume``) the existing one if it is the same run."""
+    from ..store import RunStore, StoreError
+
+    try:
+        if not RunStore.exists(out):
+            return RunStore.create(out, config, tasks)
+        if not resume:
+            fail("output_exists", f"{out} already holds a run; pass --resume to continue it, or choose another --out.")
+        store = RunStore.open(out)
+    except StoreError as exc:
+        fail(exc.kind, str(exc))
+    except OSError as exc:
+        fail("unwritable_output", f"cannot use {out} as the output folder: {exc}")
+    stored = store.config
+    for key in ("world", "policy_spec", "user"):
+        if stored.get(key) != config[key]:
+            store.close()
+            fail("run_mismatch", f"{out} holds a run with {key}={stored.get(key)!r}, not {config[key]!r}; resume it "
+                 "with the same arguments, or choose another --out.")  # fmt: skip
+    missing = sorted({t.id for t in tasks} - set(store.task_ids()))
+    if missing:
+        store.close()
+        fail("run_mismatch", f"{len(missing)} task(s) of the task file are not in the run in {out} (e.g. "
+             f"{missing[0]}); resume with the run's own task file, or choose another --out.")  # fmt: skip
+    if config["trials"] > int(stored.get("trials", 0)):
+        store.update_config(trials=config["trials"])
+    return store
 
 
 def _load_tasks(path: Path, world: str) -> tuple[list[Task], list[LineError]]:
@@ -176,81 +213,3 @@ def _user_or_fail(spec: str) -> Any:
     if spec.strip().lower() == "scripted":
         return ScriptedUser()
     return LLMUser(_policy_or_fail(spec, "user"))
-
-
-def _previous_run(path: Path, resume: bool) -> dict[tuple[str, int], dict[str, Any]]:
-    """Trajectories already in ``path`` by (task id, trial); refuses to mix runs unless resuming."""
-    if not path.exists() or path.stat().st_size == 0:
-        return {}
-    if not resume:
-        fail("output_exists", f"{path} already holds trajectories; pass --resume to continue that run, or choose "
-             "another --out.")  # fmt: skip
-    data = path.read_bytes()
-    if not data.endswith(b"\n"):  # the line in flight when a run was killed: drop it so appends stay aligned
-        cut = data.rfind(b"\n") + 1
-        with path.open("r+b") as fh:
-            fh.truncate(cut)
-        data = data[:cut]
-    found: dict[tuple[str, int], dict[str, Any]] = {}
-    for raw in data.decode("utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(raw)
-            found[(row["task_id"], int(row["trial"]))] = _brief_dict(row)
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            continue
-    return found
-
-
-def _brief(traj: Trajectory) -> dict[str, Any]:
-    return {"task_id": traj.task_id, "trial": traj.trial, "termination": traj.termination, "turns": traj.num_turns,
-            "tokens": traj.usage.total_tokens, "steps": len(traj.steps), "agent_errors": len(traj.agent_errors)}  # fmt: skip
-
-
-def _brief_dict(row: dict[str, Any]) -> dict[str, Any]:
-    usage = row.get("usage") or {}
-    return {"task_id": row["task_id"], "trial": int(row["trial"]), "termination": row.get("termination", ""),
-            "turns": len(row.get("turns") or []),
-            "tokens": int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0)),
-            "steps": len(row.get("steps") or []), "agent_errors": len(row.get("agent_errors") or [])}  # fmt: skip
-
-
-def _summarize(rows: list[dict[str, Any]], *, tasks: int, trials: int, policy: str, world: str,
-               errors: list[LineError]) -> dict[str, Any]:  # fmt: skip
-    """Run-level counts (scores come from the scorer, which reads the trajectories)."""
-    from .trajectory import TERMINATIONS
-
-    n = len(rows)
-    by_reason = {reason: sum(1 for r in rows if r["termination"] == reason) for reason in TERMINATIONS}
-    return {
-        "world": world,
-        "policy": policy,
-        "tasks": tasks,
-        "trials": trials,
-        "episodes": tasks * trials,
-        "finished": n,
-        "answered": by_reason["answered"],
-        "infra_errors": by_reason["infra_error"],
-        "terminations": by_reason,
-        "mean_turns": round(sum(r["turns"] for r in rows) / n, 3) if n else 0.0,
-        "mean_steps": round(sum(r["steps"] for r in rows) / n, 3) if n else 0.0,
-        "agent_errors": sum(r["agent_errors"] for r in rows),
-        "tokens": sum(r["tokens"] for r in rows),
-        "task_file_errors": [str(e) for e in errors],
-    }
-
-
-def _print_summary(s: dict[str, Any], path: Path) -> None:
-    from rich.table import Table
-
-    table = Table(title=f"toolworld run · {s['world']} · {s['policy']}")
-    for col in ("trials", "finished", "answered", "infra errors", "mean turns", "tokens"):
-        table.add_column(col, justify="right")
-    table.add_row(f"{s['tasks']} × {s['trials']}", f"{s['finished']}/{s['episodes']}", str(s["answered"]),
-                  str(s["infra_errors"]), f"{s['mean_turns']:.1f}", f"{s['tokens']:,}")  # fmt: skip
-    console.print(table)
-    other = {k: v for k, v in s["terminations"].items() if v and k not in ("answered", "infra_error")}
-    if other:
-        console.print("other endings: " + ", ".join(f"{k} {v}" for k, v in other.items()), highlight=False)
-    if s["task_file_errors"]:
-        console.print(f"[yellow]{len(s['task_file_errors'])} task line(s) skipped (listed above)[/yellow]")
-    console.print(f"trajectories: {path}", highlight=False, markup=False)

@@ -41,6 +41,10 @@ def connect_memory() -> sqlite3.Connection:
     return db
 
 
+_CLOSED = sqlite3.connect(":memory:", check_same_thread=False)
+_CLOSED.close()  # stands in for the connection of a closed episode: every use raises ProgrammingError
+
+
 class Ctx:
     """What a tool function gets as ``ctx``: the episode's database and the world's clock.
 
@@ -371,7 +375,13 @@ class Episode:
         return content_hash(self._db, self.world.table_keys)
 
     def close(self) -> None:
-        self._db.close()
+        """Release the state. The connection goes back to the world for reuse, so this episode must not touch
+        it again: it is swapped for a closed one and any later use raises ``sqlite3.ProgrammingError``."""
+        db, self._db = self._db, _CLOSED
+        self._ctx = Ctx(_CLOSED, self.world)
+        self._changes_cache = None
+        if db is not _CLOSED:
+            self.world._recycle(db)
 
     # -- conveniences -------------------------------------------------------------------------------
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:

@@ -25,6 +25,20 @@ from .rng import Rng
 from .tool import Tool, ToolSpec
 
 META = "_tw_meta"
+#: Connections of closed episodes kept for reuse per world: parked on a tiny image, each costs ~30 KB (mostly
+#: its parsed schema), and saves the next episode ~0.7 ms of schema parsing.
+SPARE_CONNECTIONS = 1024
+
+
+def _parking_image() -> bytes:
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE parked (x)")
+    image = db.serialize()
+    db.close()
+    return image
+
+
+_PARKED = _parking_image()
 #: Seeds data into a fresh database that already has the schema; must be deterministic in ``rng``.
 SeedFn = Callable[[sqlite3.Connection, Rng], None]
 
@@ -120,6 +134,8 @@ class World:
             self.entities[kind] = EntityRef(table, column)
         self._source_files = list(source_files) if source_files is not None else None
         self._lock = threading.Lock()
+        self._spare: list[sqlite3.Connection] = []
+        self._spare_lock = threading.Lock()
         self._images: dict[int, tuple[bytes, str]] = {}
         self._fingerprint: str | None = None
         self.table_keys: dict[str, list[str]] = {}
@@ -213,9 +229,27 @@ class World:
 
     # -- internals ----------------------------------------------------------------------------------------
     def _open(self, image: bytes) -> sqlite3.Connection:
-        db = connect_memory()
+        # A recycled connection keeps the schema it parsed last: SQLite re-parses only when the image's schema
+        # cookie differs from the parsed one, and every image of one world has the same schema and cookie. The
+        # parking image in between is never queried, so it does not replace the parsed schema.
+        with self._spare_lock:
+            db = self._spare.pop() if self._spare else None
+        if db is None:
+            db = connect_memory()
         db.deserialize(image)
         return db
+
+    def _recycle(self, db: sqlite3.Connection) -> None:
+        """Take back a closed episode's connection for the next episode (or close it when enough are spare)."""
+        if db.in_transaction:
+            db.close()
+            return
+        with self._spare_lock:
+            if len(self._spare) < SPARE_CONNECTIONS:
+                db.deserialize(_PARKED)  # frees the episode's state now rather than at the next reuse
+                self._spare.append(db)
+                return
+        db.close()
 
     def _fingerprint_files(self) -> list[Path]:
         if self._source_files is not None:

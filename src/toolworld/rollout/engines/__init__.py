@@ -11,7 +11,8 @@ hf         model folder or .gguf file  tokenizer, device, dtype, prefix_cache
 gguf       .gguf file                  tokenizer, n_ctx, threads, n_parallel, gpu_layers, verify_tokenizer, verbose
 vllm       MODEL@URL                   tokenizer (required unless MODEL is a local folder), api_key, timeout_s,
                                        max_retries, backoff_s
-smollm2    (none)                      engine (gguf or hf) and that engine's options; pulled on first use
+smollm2    (none)                      engine (gguf or hf) and that engine's options; pulled on first use;
+                                       defaults max_tokens=256 and (gguf) n_parallel=1
 =========  ==========================  ==========================================================================
 
 Every kind also takes the policy options ``temperature``, ``max_tokens`` and ``tool_format``.
@@ -118,6 +119,11 @@ def _convert(kind: str, options: dict[str, Any], allowed: dict[str, Callable[[An
     return out
 
 
+#: Defaults of the embedded model (each can be overridden in the spec: ``smollm2,max_tokens=512,n_parallel=2``).
+SMOLLM2_MAX_TOKENS = 256
+SMOLLM2_SLOTS = 1
+
+
 def build_engine(kind: str, target: str | None, **options: Any) -> Any:
     """Just the engine of :func:`make_token_policy` (options already converted)."""
     if kind == "hf":
@@ -157,6 +163,13 @@ def make_token_policy(kind: str, target: str | None = None, **options: Any) -> T
         if engine_kind not in ("gguf", "hf"):
             raise ValueError(f"option engine={engine_kind!r} for smollm2: use gguf (llama.cpp) or hf (transformers)")
         engine_opts = _convert(f"smollm2 ({engine_kind})", options, ENGINE_OPTIONS[engine_kind])
+        # A 135M model on a laptop CPU: short turns (it rambles to any limit it is given) and one llama.cpp slot.
+        # On a CPU, evaluating the ~4k-token system prompt dominates; one slot evaluates it once and every later
+        # episode reuses it from the prompt cache, while each extra slot would evaluate it again (measured: 10
+        # retail tasks in 3.2 min with one slot, 5.3 min with four, on 2 cores).
+        policy_kwargs.setdefault("max_tokens", SMOLLM2_MAX_TOKENS)
+        if engine_kind == "gguf":
+            engine_opts.setdefault("n_parallel", SMOLLM2_SLOTS)
         path = ensure_model("smollm2")
         engine = build_engine(engine_kind, str(path), **engine_opts)
         name = "smollm2" if engine_kind == "gguf" else "smollm2-hf"

@@ -64,7 +64,8 @@ def parse_completion(payload: dict[str, Any]) -> Generation:
     logprobs = choice.get("logprobs") or {}
     ids = choice.get("token_ids")
     if ids is None:
-        ids = _token_ids_from_logprobs(logprobs.get("tokens") or [])
+        tokens = logprobs.get("tokens")
+        ids = _token_ids_from_logprobs(tokens) if tokens else None
     if ids is None:
         raise InfraError("the vLLM server returned no token ids; use vLLM >= 0.10.2 (return_token_ids) or start it "
                          "with --return-tokens-as-token-ids", retryable=False, kind="bad_response")  # fmt: skip

@@ -1,0 +1,531 @@
+"""Token-in-token-out: the ``TokenBuffer``, the chat-template bridge and the ``hf`` engine on real tokenizers.
+
+The model is a tiny random-weight Llama built here around the real SmolLM2 tokenizer. To check the prefix
+property the sampled ids must be ones a full render would produce, so ``Steered`` adds a large bias to the
+logit of a scripted next token: the engine still runs its own sampling loop, KV cache and logprobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rollout_kit import tool_call_ids_answered
+from toolworld.rollout.token_policy import Generation, TokenPolicy
+from toolworld.rollout.tokens import TitoConversation, TokenBuffer, tool_call_text, tool_system_prompt
+
+TOKENIZERS = Path(__file__).resolve().parents[2] / "shared" / "tokenizers"
+
+SMOL_IM_START, SMOL_IM_END = 1, 2
+QWEN_IM_START, QWEN_IM_END, QWEN_NEWLINE, QWEN_THINK = 151644, 151645, 198, 151667
+
+WEATHER_TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city.",
+                                      "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                     "required": ["city"]}}},
+    {"type": "function", "function": {"name": "get_time", "description": "Local time in a time zone.",
+                                      "parameters": {"type": "object", "properties": {"tz": {"type": "string"}},
+                                                     "required": ["tz"]}}},
+]  # fmt: skip
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def load_shared_tokenizer(name: str) -> Any:
+    path = TOKENIZERS / name
+    if not path.is_dir():
+        pytest.skip(f"needs the real tokenizers of ../shared/tokenizers (see its README); {path} is absent")
+    transformers = pytest.importorskip("transformers")
+    return transformers.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+
+
+def encode(tok: Any, text: str) -> list[int]:
+    return tok.encode(text, add_special_tokens=False)
+
+
+def is_prefix(short: list[int], long: list[int]) -> bool:
+    return len(short) <= len(long) and long[: len(short)] == short
+
+
+def sampled_spans(buffer: TokenBuffer) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    for pos, m in enumerate(buffer.mask):
+        if m and spans and spans[-1][1] == pos:
+            spans[-1] = (spans[-1][0], pos + 1)
+        elif m:
+            spans.append((pos, pos + 1))
+    return spans
+
+
+# ------------------------------------------------------------------------------------------------ engines
+
+
+class Recording:
+    """Wraps an engine's ``generate`` and keeps every prompt, its keyword arguments and what came back."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.tokenizer = engine.tokenizer
+        self.calls: list[dict[str, Any]] = []
+
+    async def generate(self, prompt_ids: list[int], **kwargs: Any) -> Generation:
+        prompt = list(prompt_ids)
+        gen = await self.engine.generate(prompt_ids, **kwargs)
+        self.calls.append({"prompt": prompt, "kwargs": kwargs, "ids": list(gen.ids),
+                           "logprobs": list(gen.logprobs), "finish": gen.finish_reason})  # fmt: skip
+        return gen
+
+
+class FixedEngine:
+    """Returns scripted ids, one turn after another, with distinct logprobs so misalignment shows."""
+
+    def __init__(self, tokenizer: Any, turns: list[tuple[list[int], str]]) -> None:
+        self.tokenizer = tokenizer
+        self.turns = list(turns)
+        self.calls: list[dict[str, Any]] = []
+
+    async def generate(self, prompt_ids: list[int], **kwargs: Any) -> Generation:
+        ids, finish = self.turns.pop(0)
+        logprobs = [-(len(self.calls) + 1) - k / 100 for k in range(len(ids))]
+        self.calls.append({"prompt": list(prompt_ids), "kwargs": kwargs, "ids": list(ids), "logprobs": logprobs})
+        return Generation(list(ids), logprobs, finish)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def smol_tok() -> Any:
+    return load_shared_tokenizer("smollm2-135m-instruct")
+
+
+@pytest.fixture(scope="module")
+def tiny_lm(smol_tok: Any) -> Any:
+    torch = pytest.importorskip("torch")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(1234)
+    config = LlamaConfig(vocab_size=len(smol_tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                         bos_token_id=SMOL_IM_START, eos_token_id=SMOL_IM_END, pad_token_id=SMOL_IM_END)  # fmt: skip
+    return LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture
+def steered(tiny_lm: Any) -> Any:
+    torch = pytest.importorskip("torch")
+
+    class Steered(torch.nn.Module):
+        """The tiny model, except that while ``script`` has ids the next one gets a logit bias no draw escapes."""
+
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+            self.config = inner.config
+            self.script: list[int] = []
+
+        def forward(self, input_ids: Any, past_key_values: Any = None, use_cache: bool = True,
+                    logits_to_keep: int = 0) -> Any:  # fmt: skip
+            out = self.inner(input_ids=input_ids, past_key_values=past_key_values, use_cache=use_cache,
+                             logits_to_keep=logits_to_keep)  # fmt: skip
+            if self.script:
+                out.logits[..., -1, self.script.pop(0)] += 1e4
+            return out
+
+    return Steered(tiny_lm)
+
+
+@pytest.fixture
+def hf_engine(steered: Any, smol_tok: Any) -> Recording:
+    from toolworld.rollout.engines.hf import HFEngine
+
+    engine = HFEngine(model=steered, tokenizer=smol_tok, device="cpu")
+    assert engine.prefix_cache  # the multi-turn tests below also exercise the KV-cache reuse
+    return Recording(engine)
+
+
+# ---------------------------------------------------------------------------------------- the buffer alone
+
+
+def test_buffer_mask_logprobs_and_serialisation():
+    buf = TokenBuffer()
+    buf.append_prompt([5, 6, 7], 0)
+    buf.append_sampled([8, 9], [-0.5, -1.5], 1)
+    buf.append_prompt([10, 11], [2, 3])
+    assert buf.ids == [5, 6, 7, 8, 9, 10, 11]
+    assert buf.mask == [0, 0, 0, 1, 1, 0, 0]
+    assert buf.logprobs == [None, None, None, -0.5, -1.5, None, None]
+    assert buf.message_index == [0, 0, 0, 1, 1, 2, 3]
+    assert buf.sampled_ids() == [8, 9] and buf.sampled_logprobs() == [-0.5, -1.5]
+    with pytest.raises(ValueError, match="align"):
+        buf.append_sampled([1, 2], [-0.1], 4)
+    with pytest.raises(ValueError, match="message indices"):
+        buf.append_prompt([1, 2], [4])
+    with pytest.raises(ValueError, match="sampled"):
+        buf.truncate(4)
+    assert len(buf) == 7  # a refused truncate leaves everything in place
+    buf.truncate(6)
+    assert buf.ids == [5, 6, 7, 8, 9, 10]
+    buf.record("break", "test", counts_as_break=True)
+    buf.record("divergence", "test", counts_as_break=False)
+    assert buf.breaks == 1 and [e["at_token"] for e in buf.events] == [6, 6]
+
+    data = json.loads(json.dumps(buf.to_dict()))
+    assert data["sampled_spans"] == [[3, 5]]
+    back = TokenBuffer.from_dict(data)
+    assert (back.ids, back.mask, back.logprobs, back.message_index, back.breaks, back.events) == (
+        buf.ids, buf.mask, buf.logprobs, buf.message_index, buf.breaks, buf.events)  # fmt: skip
+    with pytest.raises(ValueError):
+        TokenBuffer.from_dict({**data, "sampled_logprobs": [-0.5]})
+
+
+# --------------------------------------------------------------------------------- the hf engine, SmolLM2
+
+
+def test_hf_buffer_holds_exactly_the_sampled_ids_and_logprobs(smol_tok, tiny_lm, hf_engine):
+    """Free sampling from the random model: each buffer is the engine's output verbatim, mask and logprobs
+    included. Two episodes share the engine with their turns interleaved, so every call after the first crops
+    the other episode's KV cache back to the shared prefix."""
+    torch = pytest.importorskip("torch")
+    temperature = 0.7
+    policy = TokenPolicy(hf_engine, name="tiny", max_tokens=6, temperature=temperature)
+    sessions = [policy.start(tools=[], seed=seed) for seed in (7, 8)]
+    convs: list[list[dict[str, Any]]] = [[{"role": "user", "content": "Hi there"}] for _ in sessions]
+    for n in range(3):
+        for session, msgs in zip(sessions, convs, strict=True):
+            turn = run(session.respond(msgs))
+            msgs += [turn.to_message(), {"role": "user", "content": f"Tell me more ({n})."}]
+    assert len(hf_engine.calls) == 6
+    assert hf_engine.calls[0]["prompt"] == hf_engine.calls[1]["prompt"]
+    assert hf_engine.calls[0]["ids"] != hf_engine.calls[1]["ids"]  # other seeds: the episodes diverge
+
+    for k, session in enumerate(sessions):
+        buf, calls = session.buffer, hf_engine.calls[k::2]
+        expected_mask = [0] * len(buf)
+        for n, call in enumerate(calls):
+            start, ids = len(call["prompt"]), call["ids"]
+            assert call["kwargs"]["stop_ids"] == [SMOL_IM_END]
+            assert 1 <= len(ids) <= 6
+            assert buf.ids[:start] == call["prompt"]  # what the engine saw stays in the buffer unchanged
+            assert buf.ids[start:start + len(ids)] == ids
+            assert buf.logprobs[start:start + len(ids)] == call["logprobs"]
+            assert set(buf.message_index[start:start + len(ids)]) == {2 * n + 1}
+            expected_mask[start:start + len(ids)] = [1] * len(ids)
+        assert buf.mask == expected_mask
+        assert buf.sampled_ids() == [i for call in calls for i in call["ids"]]
+        assert all(lp is None for lp, m in zip(buf.logprobs, buf.mask, strict=True) if not m)
+        sampled_lp = buf.sampled_logprobs()
+        assert all(math.isfinite(lp) and lp <= 0 for lp in sampled_lp)
+
+        # One teacher-forced pass over the whole sequence gives every sampled token's logprob again: equality
+        # shows each logprob belongs to its own token and context, and that the cache reuse is sound.
+        seq = calls[-1]["prompt"] + calls[-1]["ids"]
+        with torch.inference_mode():
+            logits = tiny_lm(input_ids=torch.tensor([seq])).logits[0].float()
+        logp = torch.log_softmax(logits / temperature, dim=-1)
+        recomputed = [float(logp[pos - 1, seq[pos]]) for pos in range(len(seq)) if buf.mask[pos]]
+        assert recomputed == pytest.approx(sampled_lp, abs=2e-3)
+
+    # A retry of the first call (same prompt, same seed) samples the same ids, through a cache cropped to all
+    # but the last prompt token.
+    first = hf_engine.calls[0]
+    again = run(hf_engine.engine.generate(first["prompt"], **first["kwargs"]))
+    assert again.ids == first["ids"]
+    assert again.logprobs == pytest.approx(first["logprobs"], abs=1e-4)
+
+    # Greedy decoding takes the argmax and reports the untempered logprob.
+    greedy = run(hf_engine.engine.generate(first["prompt"], max_tokens=4, temperature=0.0, stop_ids=[], seed=None))
+    seq = first["prompt"] + greedy.ids
+    with torch.inference_mode():
+        logp = torch.log_softmax(tiny_lm(input_ids=torch.tensor([seq])).logits[0].float(), dim=-1)
+    steps = range(len(first["prompt"]) - 1, len(seq) - 1)
+    assert greedy.finish_reason == "length" and len(greedy.ids) == 4
+    assert greedy.ids == [int(logp[pos].argmax()) for pos in steps]
+    assert greedy.logprobs == pytest.approx([float(logp[pos].max()) for pos in steps], abs=2e-3)
+
+
+def smol_expected_render(tok: Any, msgs: list[dict[str, Any]], tools: list[dict[str, Any]], *,
+                         generation_prompt: bool) -> list[int]:  # fmt: skip
+    """The full render written out by hand: SmolLM2's template ignores tools, so they are stated in the system
+    message and calls are written inline, as the bridge promises."""
+    out = []
+    for m in msgs:
+        m = dict(m)
+        if m["role"] == "system":
+            m["content"] = f"{m['content']}\n\n{tool_system_prompt(tools)}"
+        if m.get("tool_calls"):
+            text = tool_call_text(m.pop("tool_calls"))
+            m["content"] = f"{m['content']}\n{text}" if m["content"] else text
+        out.append(m)
+    text = tok.apply_chat_template(out, tokenize=False, add_generation_prompt=generation_prompt)
+    return encode(tok, text)
+
+
+def test_hf_ten_turn_episode_keeps_the_prefix_property(smol_tok, steered, hf_engine):
+    tok = smol_tok
+    policy = TokenPolicy(hf_engine, name="tiny", max_tokens=64)
+    session = policy.start(tools=WEATHER_TOOLS, seed=11)
+    buf = session.buffer
+
+    def call(name: str, **arguments: Any) -> dict[str, Any]:
+        return {"name": name, "arguments": arguments}
+
+    sky_tokyo = '{"city": "東京", "sky": "晴れ ☀️", "temp_c": 21}'
+    # Each entry: what the model writes, whether it closes the turn, and the messages that answer it.
+    script: list[tuple[str, bool, list[dict[str, Any]]]] = [
+        (tool_call_text([call("get_weather", city="東京")]), True,
+         [{"role": "tool", "tool_call_id": "call_0", "content": sky_tokyo}]),
+        (tool_call_text([call("get_weather", city="Paris"), call("get_time", tz="Europe/Paris")]), True,
+         [{"role": "tool", "tool_call_id": "call_0", "content": '{"sky": "nuageux 🌥", "temp_c": 18}'},
+          {"role": "tool", "tool_call_id": "call_1", "content": '{"time": "14:05", "note": "l’heure d’été"}'}]),
+        ("Tokyo is sunny ☀️ (21°C); Paris is cloudy at 18°C.", True,
+         [{"role": "user", "content": "Merci! Now 서울 please 🙏"}]),
+        (tool_call_text([call("get_weather", city="서울")]), True,
+         [{"role": "tool", "tool_call_id": "call_0", "content": '{"sky": "흐림 ☁️", "alerts": ["🌧 비"]}'}]),
+        ("Seoul is cloudy and", False, [{"role": "user", "content": "You were cut off. Go on."}]),
+        (tool_call_text([call("get_time", tz="Asia/Seoul")]), True,
+         [{"role": "tool", "tool_call_id": "call_0", "content": '{"time": "22:05", "dev": "👩‍💻🇰🇷"}'}]),
+        ("Seoul is cloudy with rain 🌧, it is 22:05 there.", True,
+         [{"role": "user", "content": "And Beijing, 北京？ Also the time in 東京."}]),
+        (tool_call_text([call("get_weather", city="北京"), call("get_time", tz="Asia/Tokyo")]), True,
+         [{"role": "tool", "tool_call_id": "call_0", "content": '{"sky": "霾 😷", "aqi": 180}'},
+          {"role": "tool", "tool_call_id": "call_1", "content": '{"time": "23:05 🌙"}'}]),
+        (tool_call_text([call("get_weather", city="Zürich")]), True,
+         [{"role": "tool", "tool_call_id": "call_0", "content": '{"error": "unknown city «Zürich»"}'}]),
+        ("北京 is hazy 😷 and it is 23:05 in 東京. Done 🎉", True, []),
+    ]  # fmt: skip
+    assert len(script) == 10
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are a weather desk."},
+                                  {"role": "user", "content": "Weather in 東京 today? 🙂"}]  # fmt: skip
+    for n, (text, closes, answers) in enumerate(script):
+        forced = encode(tok, text)
+        expected = [*forced, SMOL_IM_END] if closes else forced
+        steered.script = list(expected)
+        policy.max_tokens = len(forced) + 8 if closes else len(forced)
+        before = len(buf)
+        turn = run(session.respond(msgs))
+        call_record = hf_engine.calls[-1]
+        prompt = call_record["prompt"]
+
+        # After the append: the prompt is exactly a full render of the conversation with the generation prompt.
+        assert prompt == buf.ids[: len(prompt)]
+        assert prompt == smol_expected_render(tok, msgs, WEATHER_TOOLS, generation_prompt=True), f"turn {n}"
+        if n:
+            delta = tok.decode(prompt[before:])
+            for m in msgs[len(msgs) - len(script[n - 1][2]):]:
+                assert m["content"] in delta  # emoji and CJK in tool results and user messages arrive intact
+        # Tokens are attributed to the message they render.
+        for k, m in enumerate(msgs):
+            own = [i for i, idx in zip(buf.ids, buf.message_index, strict=True) if idx == k]
+            assert m["content"] in tok.decode(own)
+
+        # After sampling: the buffer holds the engine's ids and is a prefix of the render including this turn.
+        assert call_record["ids"] == expected
+        assert call_record["finish"] == ("stop" if closes else "length")
+        assert buf.ids[len(prompt):] == call_record["ids"] and buf.mask[len(prompt):] == [1] * len(call_record["ids"])
+        assert turn.text == text
+        msgs.append(turn.to_message())
+        assert is_prefix(buf.ids, smol_expected_render(tok, msgs, WEATHER_TOOLS, generation_prompt=False))
+        msgs += answers
+
+    assert tool_call_ids_answered(msgs)
+    assert sum(1 for m in msgs if m["role"] == "tool") == 8
+    assert buf.breaks == 0 and buf.events == []
+    assert buf.sampled_ids() == [i for c in hf_engine.calls for i in c["ids"]]
+    expected_mask = [0] * len(buf)
+    for c in hf_engine.calls:
+        start = len(c["prompt"])
+        expected_mask[start:start + len(c["ids"])] = [1] * len(c["ids"])
+    assert buf.mask == expected_mask
+    spans = sampled_spans(buf)
+    assert len(spans) == 10
+    assert all(tok.decode(buf.ids[:a]).endswith("<|im_start|>assistant\n") for a, _ in spans)
+    # The turn cut by the length limit was closed with the template's end-of-turn token before the next message.
+    cut_end = spans[4][1]
+    assert buf.ids[cut_end] == SMOL_IM_END and buf.mask[cut_end] == 0
+    assert all(lp is not None and math.isfinite(lp) and lp <= 0 for lp in buf.sampled_logprobs())
+    assert len(buf.sampled_logprobs()) == sum(buf.mask)
+
+
+def test_hf_ids_that_do_not_survive_reencoding_are_kept(smol_tok, steered, hf_engine):
+    """'Hel'+'lo', and 'é' as its two bytes, re-encode to other ids; a '☕' cut after two of its three bytes
+    does not even decode. The buffer keeps all of them exactly as sampled."""
+    tok = smol_tok
+    hel, lo, caf, byte_c3, byte_a9, bang = (tok.convert_tokens_to_ids(t) for t in ("Hel", "lo", "Ġcaf", "Ã", "©", "!"))
+    first = [hel, lo, caf, byte_c3, byte_a9, bang, SMOL_IM_END]
+    assert tok.decode(first[:-1]) == "Hello café!"
+    assert encode(tok, "Hello café!") != first[:-1]  # otherwise this test would prove nothing
+    coffee = encode(tok, "Tea ☕")
+    assert len(coffee) >= 3 and tok.decode(coffee) == "Tea ☕"
+    second = coffee[:-1]  # the last byte of the cup is never sampled
+    assert "\ufffd" in tok.decode(second)
+
+    policy = TokenPolicy(hf_engine, name="tiny", max_tokens=16)
+    session = policy.start(tools=[], seed=3)
+    session.conversation.check_full_render = True
+    buf = session.buffer
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "Say hello."}]
+
+    steered.script = list(first)
+    turn = run(session.respond(msgs))
+    assert turn.token_ids == first and turn.text == "Hello café!" and turn.content == "Hello café!"
+    kept = list(buf.ids)
+    start = len(hf_engine.calls[0]["prompt"])
+    assert kept[start:] == first
+
+    msgs += [turn.to_message(), {"role": "user", "content": "And a drink?"}]
+    steered.script = list(second)
+    policy.max_tokens = len(second)
+    turn = run(session.respond(msgs))
+    assert turn.finish_reason == "length" and turn.token_ids == second
+    assert buf.ids[: len(kept)] == kept  # appending the next turn rewrote nothing
+    second_start = len(hf_engine.calls[1]["prompt"])
+    assert buf.ids[second_start:] == second
+
+    msgs += [turn.to_message(), {"role": "user", "content": "Thanks."}]
+    n_before = len(buf)
+    session.conversation.prompt_ids(msgs)
+    assert buf.ids[: len(kept)] == kept
+    assert buf.ids[second_start:n_before] == second  # the half character is still there, as sampled
+    assert buf.ids[n_before] == SMOL_IM_END  # closed by the template's token, not by re-encoding the text
+    assert buf.sampled_ids() == first + second
+
+    # A re-render-everything implementation would have fed other ids; the bridge notices, records it, and does
+    # not count it as a template break.
+    divergences = [e for e in buf.events if e["kind"] == "divergence"]
+    assert divergences and divergences[0]["first_token"] == start
+    assert buf.breaks == 0
+
+
+# ---------------------------------------------------------------------------------- templates, fake engines
+
+
+def test_qwen3_fallback_counts_a_break_and_never_rewrites_the_buffer(caplog):
+    """Qwen3 keeps the reasoning of turns after the last user message and drops it once a new user message
+    follows. The first case bridges; the second cannot, so the bridge falls back to a re-render of the new
+    messages, loudly, and leaves the buffer as it was."""
+    tok = load_shared_tokenizer("qwen3")
+    call_text = tool_call_text([{"name": "get_weather", "arguments": {"city": "東京"}}])
+    first = [*encode(tok, f"<think>\nI need the weather.\n</think>\n\n{call_text}"), QWEN_IM_END]
+    second = [*encode(tok, "<think>\nIt is sunny.\n</think>\n\nSunny in 東京 ☀️."), QWEN_IM_END]
+    third = encode(tok, "Osaka is")
+    engine = FixedEngine(tok, [(first, "stop"), (second, "stop"), (third, "length"), (encode(tok, "Bye"), "stop")])
+    policy = TokenPolicy(engine, name="fixed")
+    session = policy.start(tools=WEATHER_TOOLS, seed=0)
+    template = session.conversation.template
+    buf = session.buffer
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "Weather in 東京?"}]
+
+    turn = run(session.respond(msgs))
+    assert turn.tool_calls and QWEN_THINK in first
+    result = {"role": "tool", "tool_call_id": turn.tool_calls[0].id, "content": '{"sky": "晴れ ☀️"}'}
+    msgs += [{**turn.to_message(), "reasoning_content": "I need the weather."}, result]
+    turn = run(session.respond(msgs))
+    assert buf.breaks == 0 and buf.events == []
+    assert engine.calls[1]["prompt"] == template.render_ids(msgs, add_generation_prompt=True)  # bridged exactly
+
+    kept = list(buf.ids)
+    msgs += [{**turn.to_message(), "reasoning_content": "It is sunny."},
+             {"role": "user", "content": "Thanks! And 大阪?"}]  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="toolworld.tito"):
+        turn = run(session.respond(msgs))
+    assert buf.breaks == 1
+    (event,) = buf.events
+    assert event["kind"] == "break" and event["at_token"] == len(kept) and event["message_index"] == 3
+    assert any("fallback" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
+    prompt = engine.calls[2]["prompt"]
+    assert prompt[: len(kept)] == kept  # both turns, reasoning included, stay as sampled
+    assert tok.decode(prompt[len(kept):]) == "\n<|im_start|>user\nThanks! And 大阪?<|im_end|>\n<|im_start|>assistant\n"
+    # The template's own render has dropped the reasoning of both turns: the buffer is no longer a prefix of it
+    # and keeps what the model actually saw.
+    full = template.render_ids(msgs, add_generation_prompt=True)
+    assert not is_prefix(prompt, full)
+    assert prompt.count(QWEN_THINK) == 2 and full.count(QWEN_THINK) == 0
+
+    end = len(buf)
+    msgs += [turn.to_message(), {"role": "user", "content": "Go on."}]
+    run(session.respond(msgs))
+    assert buf.breaks == 2 and [e["kind"] for e in buf.events] == ["break", "break"]
+    assert buf.ids[end - len(third):end] == third
+    # A turn cut by the length limit is closed with <|im_end|> by the fallback too.
+    assert buf.ids[end:end + 3] == [QWEN_IM_END, QWEN_NEWLINE, QWEN_IM_START] and buf.mask[end] == 0
+    assert buf.ids[: len(prompt)] == prompt
+    assert buf.sampled_ids() == first + second + third + encode(tok, "Bye")
+    assert buf.sampled_logprobs() == [lp for c in engine.calls for lp in c["logprobs"]]
+
+
+def test_qwen25_stop_ids_and_end_of_turn_splice():
+    """Qwen2.5 stops at <|im_end|> and its template writes <|im_end|>\\n: the '\\n' comes with the next delta, and
+    a turn cut by the length limit is closed with <|im_end|> first."""
+    tok = load_shared_tokenizer("qwen2.5-instruct")
+    conv = TitoConversation(tok, WEATHER_TOOLS)
+    assert QWEN_IM_END in conv.stop_ids and QWEN_IM_START not in conv.stop_ids
+
+    answer = [*encode(tok, "Hi! 你好 👋"), QWEN_IM_END]
+    cut = encode(tok, "Let me look that up")
+    call = [*encode(tok, tool_call_text([{"name": "get_weather", "arguments": {"city": "東京"}}])), QWEN_IM_END]
+    engine = FixedEngine(tok, [(answer, "stop"), (cut, "length"), (call, "stop"), (encode(tok, "Sunny."), "stop")])
+    policy = TokenPolicy(engine, name="fixed")
+    session = policy.start(tools=WEATHER_TOOLS, seed=0)
+    buf = session.buffer
+    template = session.conversation.template
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+
+    turn = run(session.respond(msgs))
+    assert engine.calls[0]["kwargs"]["stop_ids"] == conv.stop_ids
+    end = len(buf)
+    msgs += [turn.to_message(), {"role": "user", "content": "Weather in 東京?"}]
+    turn = run(session.respond(msgs))
+    assert buf.ids[end - 1] == QWEN_IM_END and buf.ids[end:end + 2] == [QWEN_NEWLINE, QWEN_IM_START]
+    assert buf.ids.count(QWEN_IM_END) == len(msgs)  # one per finished message, none doubled
+    assert is_prefix(engine.calls[1]["prompt"], template.render_ids(msgs, add_generation_prompt=True))
+
+    end = len(buf)
+    msgs += [turn.to_message(), {"role": "user", "content": "Go on."}]
+    turn = run(session.respond(msgs))
+    assert buf.ids[end - len(cut):end] == cut
+    assert buf.ids[end:end + 3] == [QWEN_IM_END, QWEN_NEWLINE, QWEN_IM_START] and buf.mask[end] == 0
+    assert engine.calls[2]["prompt"] == template.render_ids(msgs, add_generation_prompt=True)
+    assert turn.tool_calls and turn.tool_calls[0].arguments == {"city": "東京"}
+
+    end = len(buf)
+    result = '{"sky": "晴れ ☀️", "temp_c": 21}'
+    msgs += [turn.to_message(), {"role": "tool", "tool_call_id": turn.tool_calls[0].id, "content": result}]
+    run(session.respond(msgs))
+    delta = tok.decode(engine.calls[3]["prompt"][end:])
+    assert delta == f"\n<|im_start|>user\n<tool_response>\n{result}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    assert buf.breaks == 0 and buf.events == []
+    assert buf.sampled_ids() == answer + cut + call + encode(tok, "Sunny.")
+
+
+def test_prompt_retry_takes_back_only_prompt_tokens(smol_tok):
+    """A retried prompt (after an infrastructure error) feeds the same ids; messages added before the sample
+    replace the unsampled prompt tokens; sampled tokens are never taken back."""
+    conv = TitoConversation(smol_tok)
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "Hi"}]
+    first = conv.prompt_ids(msgs)
+    assert conv.prompt_ids(msgs) == first
+    sampled = [*encode(smol_tok, "Hello 🙂"), SMOL_IM_END]
+    assert conv.record_sampled(sampled, [-0.5] * len(sampled), 1) == "Hello 🙂"
+    after_sample = list(conv.buffer.ids)
+
+    msgs += [{"role": "assistant", "content": "Hello 🙂"}, {"role": "user", "content": "Weather?"}]
+    conv.prompt_ids(msgs)
+    msgs.append({"role": "user", "content": "In 東京, I mean."})
+    again = conv.prompt_ids(msgs)
+    assert again[: len(after_sample)] == after_sample
+    assert again == conv.template.render_ids(msgs, add_generation_prompt=True)
+    assert conv.buffer.sampled_ids() == sampled and conv.buffer.mask.count(1) == len(sampled)
+    with pytest.raises(ValueError, match="appended"):
+        conv.prompt_ids(msgs[:1])  # drops the sampled turn
+    assert conv.prompt_ids(msgs) == again
+    with pytest.raises(ValueError, match="message 4"):
+        conv.record_sampled([5], [-0.1], 3)
