@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -270,28 +270,25 @@ def short(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _describe_entry(label: str, entry: dict[str, Any], value: Callable[[Any], str]) -> str:
+    if entry["op"] == "update":
+        sep = "=" if label == "missing" else " "
+        return f"{label}: {describe_key(entry)} " + ", ".join(f"{c}{sep}{value(v)}" for c, v in entry["changed"].items())
+    if entry["op"] == "insert":
+        return f"{label}: new {entry['table']} row {_row_hint(entry['changed'])}"
+    return f"{label}: deletion of {describe_key(entry)}"
+
+
 def describe(diff: Diff, limit: int = 3) -> str:
     """A compact, actionable list of the first few differences of each kind."""
     parts = []
     for entry in diff.missing[:limit]:
-        if entry["op"] == "update":
-            cols = ", ".join(f"{c}={short(v[1])}" for c, v in entry["changed"].items())
-            parts.append(f"missing: {describe_key(entry)} {cols}")
-        elif entry["op"] == "insert":
-            parts.append(f"missing: new {entry['table']} row {_row_hint(entry['changed'])}")
-        else:
-            parts.append(f"missing: deletion of {describe_key(entry)}")
+        parts.append(_describe_entry("missing", entry, lambda v: short(v[1])))
     for entry in diff.wrong[:limit]:
         parts.append(f"wrong: {describe_key(entry)} {entry['column']} expected {short(entry['expected'])}, "
                      f"got {short(entry['got'])}")  # fmt: skip
     for entry in diff.extra[:limit]:
-        if entry["op"] == "update":
-            cols = ", ".join(f"{c} {short(v[0])}->{short(v[1])}" for c, v in entry["changed"].items())
-            parts.append(f"extra: {describe_key(entry)} {cols}")
-        elif entry["op"] == "insert":
-            parts.append(f"extra: new {entry['table']} row {_row_hint(entry['changed'])}")
-        else:
-            parts.append(f"extra: deletion of {describe_key(entry)}")
+        parts.append(_describe_entry("extra", entry, lambda v: f"{short(v[0])}->{short(v[1])}"))
     hidden = sum(max(0, len(x) - limit) for x in (diff.missing, diff.wrong, diff.extra))
     if hidden:
         parts.append(f"and {hidden} more")
