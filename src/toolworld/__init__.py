@@ -1,6 +1,10 @@
 """toolworld: realistic worlds for tool-using agents, verifiable tasks, token-exact rollouts."""
 
-from .score import Score as Score  # re-exported: the public verdict type
+from .rollout.policy import Policy
+from .rollout.tokens import TokenBuffer
+from .rollout.trajectory import Trajectory
+from .score import Score
+from .tasks.model import Task, TaskSet
 from .world import (
     ChangeSet,
     Ctx,
@@ -25,12 +29,18 @@ __all__ = [
     "Ctx",
     "Entity",
     "Episode",
+    "Policy",
     "Rng",
+    "Score",
+    "Task",
+    "TaskSet",
+    "TokenBuffer",
     "Tool",
     "ToolCall",
     "ToolError",
     "ToolResult",
     "ToolSpec",
+    "Trajectory",
     "World",
     "__version__",
     "get_world",
