@@ -427,14 +427,16 @@ def test_qwen3_fallback_counts_a_break_and_never_rewrites_the_buffer(caplog):
     turn = run(session.respond(msgs))
     assert turn.tool_calls and QWEN_THINK in first
     result = {"role": "tool", "tool_call_id": turn.tool_calls[0].id, "content": '{"sky": "晴れ ☀️"}'}
-    msgs += [{**turn.to_message(), "reasoning_content": "I need the weather."}, result]
+    assert turn.reasoning == "I need the weather."  # split off the sampled text, and kept in the message
+    msgs += [turn.to_message(), result]
+    assert msgs[-2]["reasoning_content"] == "I need the weather." and "<think>" not in msgs[-2]["content"]
     turn = run(session.respond(msgs))
     assert buf.breaks == 0 and buf.events == []
     assert engine.calls[1]["prompt"] == template.render_ids(msgs, add_generation_prompt=True)  # bridged exactly
 
     kept = list(buf.ids)
-    msgs += [{**turn.to_message(), "reasoning_content": "It is sunny."},
-             {"role": "user", "content": "Thanks! And 大阪?"}]  # fmt: skip
+    msgs += [turn.to_message(), {"role": "user", "content": "Thanks! And 大阪?"}]
+    assert msgs[-2]["reasoning_content"] == "It is sunny."
     with caplog.at_level(logging.WARNING, logger="toolworld.tito"):
         turn = run(session.respond(msgs))
     assert buf.breaks == 1

@@ -386,6 +386,7 @@ def _to_turn(response: Any, latency_s: float) -> AssistantTurn:
         prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
         completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
         latency_s=latency_s,
+        reasoning=meta.get("reasoning"),
         meta=meta,
     )
 

@@ -61,6 +61,10 @@ class AssistantTurn:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
+    #: Reasoning the model produced apart from its answer (a ``<think>`` block, or a server's
+    #: ``reasoning_content``). Kept in the message so chat templates that render reasoning (Qwen3, DeepSeek)
+    #: reproduce what the model actually saw, and so SFT exports keep it.
+    reasoning: str | None = None
     #: Free-form facts about how the turn was made (e.g. the gold policy's injected perturbations); the loop
     #: copies them into the trajectory so scorers can be tested against known mistakes.
     meta: dict[str, Any] = field(default_factory=dict)
@@ -68,6 +72,8 @@ class AssistantTurn:
     def to_message(self) -> Message:
         """The OpenAI-style assistant message the loop appends to the conversation."""
         msg: Message = {"role": "assistant", "content": self.content}
+        if self.reasoning:
+            msg["reasoning_content"] = self.reasoning
         if self.tool_calls:
             msg["tool_calls"] = [
                 {

@@ -111,6 +111,7 @@ class TokenSession:
             content=parsed.content,
             tool_calls=parsed.calls,
             finish_reason=finish,
+            reasoning=parsed.reasoning or None,
             text=text,
             token_ids=ids,
             logprobs=logprobs,
