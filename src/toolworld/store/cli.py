@@ -58,7 +58,7 @@ def finish_run(store: RunStore, out: Path, *, task_file_errors: list[str] | None
                with_report: bool = True) -> tuple[dict[str, Any], Path | None]:  # fmt: skip
     """Write ``summary.json`` (and ``report.html``) for everything in the store; returns (summary, report path).
 
-    A report that cannot be written (matplotlib missing, a full disk) is reported on stderr and never costs the
+    A report that cannot be written (a full disk, an unwritable folder) is reported on stderr and never costs the
     summary: the trials are already safe in the store and ``toolworld report DIR`` can be run later.
     """
     from ..score import summarize
@@ -77,12 +77,9 @@ def finish_run(store: RunStore, out: Path, *, task_file_errors: list[str] | None
     report_path: Path | None = None
     if with_report:
         try:
-            from ..report import write_report
+            from ..report import write_report  # without matplotlib it still writes the tables, with a note
 
             report_path = write_report(out, summary, rows, config=config)
-        except ImportError as exc:
-            err_console.print(f"no report: {exc} (pip install 'toolworld[report]', then `toolworld report {out}`)",
-                              style="yellow", markup=False)  # fmt: skip
         except Exception as exc:  # the report is a view of the store: never lose the run over it
             err_console.print(f"could not write the report: {type(exc).__name__}: {exc}", style="red", markup=False)
     return summary, report_path
@@ -158,11 +155,6 @@ def rescore(
 def report(out: RunDir) -> None:
     """Write DIR/report.html (self-contained, works offline) from the stored run; also refreshes summary.json."""
     store = _open_or_fail(out)
-    try:
-        from ..report import write_report  # noqa: F401  (fail early with a clear message)
-    except ImportError as exc:
-        store.close()
-        fail("missing_dependency", f"the report needs matplotlib ({exc}): pip install 'toolworld[report]'")
     _summary, path = finish_run(store, out)
     store.close()
     if path is None:
