@@ -470,6 +470,140 @@ def test_R12_transfer_needs_summary_and_opens_ticket(ep):
     assert ep.changes().summary() == {"tickets": {"inserted": 1, "updated": 0, "deleted": 0}}
 
 
+# -- R13 -----------------------------------------------------------------------------------------------------
+
+
+def identify(ep: Episode, user_id: str) -> None:
+    email = one(ep, "SELECT email FROM users WHERE user_id = ?", (user_id,))["email"]
+    assert ok(ep, "find_user_by_email", {"email": email}) == {"user_id": user_id}
+    assert ep.customer == user_id
+
+
+def two_customers_with_pending_orders(ep: Episode) -> tuple[tuple[str, str], tuple[str, str]]:
+    """(user, pending order of theirs) for two different customers, each with two usable cards or PayPal."""
+    rows = ep.query("SELECT user_id, min(order_id) AS order_id FROM orders o WHERE status = 'pending' AND "
+                    "(SELECT count(*) FROM payment_methods m WHERE m.user_id = o.user_id AND m.status = 'active' "
+                    "AND m.kind != 'gift_card') >= 2 GROUP BY user_id ORDER BY user_id LIMIT 2")  # fmt: skip
+    assert len(rows) == 2
+    return (rows[0]["user_id"], rows[0]["order_id"]), (rows[1]["user_id"], rows[1]["order_id"])
+
+
+def active_method(ep: Episode, user_id: str, not_: str = "") -> str:
+    return one(ep, "SELECT payment_method_id FROM payment_methods WHERE user_id = ? AND status = 'active' "
+               "AND kind != 'gift_card' AND payment_method_id != ? ORDER BY payment_method_id",
+               (user_id, not_))["payment_method_id"]  # fmt: skip
+
+
+def test_R13_writes_on_another_customers_objects_are_refused_after_identification(ep):
+    (me, my_order), (them, their_order) = two_customers_with_pending_orders(ep)
+    identify(ep, me)
+    msg = violation(ep, "cancel_pending_order", {"order_id": their_order, "reason": "no longer needed"}, "R13")
+    assert "belongs to another customer" in msg and "find_user_by_email" in msg and them not in msg
+    # their payment method on my own order: refused by ownership before the tool's own check runs
+    msg = violation(ep, "modify_pending_order_payment",
+                    {"order_id": my_order, "payment_method_id": active_method(ep, them)}, "R13")  # fmt: skip
+    assert "payment method" in msg
+    msg = violation(ep, "modify_user_address", {"user_id": them, **NEW_ADDRESS}, "R13")
+    assert "not the identified customer" in msg
+    violation(ep, "transfer_to_human_agent", {"summary": "Wants a refund.", "order_id": their_order}, "R13")
+    assert ep.changes().summary() == {}
+    # reads are not writes: looking at another order is still possible (the conduct rules cover that)
+    assert ok(ep, "get_order_details", {"order_id": their_order})["order_id"] == their_order
+
+
+def test_R13_the_same_writes_are_allowed_for_the_identified_customer(ep):
+    (me, my_order), (them, their_order) = two_customers_with_pending_orders(ep)
+    identify(ep, me)
+    ok(ep, "modify_pending_order_payment",
+       {"order_id": my_order, "payment_method_id": active_method(ep, me, charge_method(ep, my_order))})  # fmt: skip
+    ok(ep, "modify_user_address", {"user_id": me, **NEW_ADDRESS})
+    # the other customer turns out to be the one asking: once identified, their order can be changed, mine not
+    first, last, zip_ = (one(ep, "SELECT u.first_name, u.last_name, a.zip FROM users u JOIN addresses a "
+                             "ON a.user_id = u.user_id WHERE u.user_id = ? ORDER BY a.address_id", (them,)).values())  # fmt: skip
+    ok(ep, "find_user_by_name_zip", {"first_name": first, "last_name": last, "zip": zip_})
+    assert ep.customer == them
+    ok(ep, "cancel_pending_order", {"order_id": their_order, "reason": "no longer needed"})
+    violation(ep, "cancel_pending_order", {"order_id": my_order, "reason": "no longer needed"}, "R13")
+
+
+def test_R13_nothing_is_checked_before_identification(ep):
+    (me, _), (_, their_order) = two_customers_with_pending_orders(ep)
+    assert ep.customer is None
+    ok(ep, "cancel_pending_order", {"order_id": their_order, "reason": "no longer needed"})
+    # a failed identification identifies no one
+    assert not ep.call("find_user_by_email", {"email": "nobody@example.invalid"}).ok
+    assert ep.customer is None
+    ok(ep, "modify_user_address", {"user_id": me, **NEW_ADDRESS})
+
+
+def test_R13_identification_is_not_world_state(ep, world):
+    (me, _), _ = two_customers_with_pending_orders(ep)
+    before = ep.state_hash()
+    identify(ep, me)
+    assert ep.state_hash() == before and not ep.changes()
+    with ep.fork() as child:
+        assert child.customer == me
+    with world.episode(0) as fresh:
+        email = one(fresh, "SELECT email FROM users WHERE user_id = ?", (me,))["email"]
+        assert fresh.probe("find_user_by_email", {"email": email}).ok
+        assert fresh.customer is None  # a probe leaves no trace
+
+
+# -- no over-refund --------------------------------------------------------------------------------------------
+
+SWAP_ORDER = "#W1825148"  # seed 0: one item at $69.34 paid with PayPal; a $49.99 variant of it is in stock
+
+
+def paid_and_refunded(ep: Episode, order_id: str) -> tuple[int, int]:
+    row = one(ep, "SELECT SUM(CASE kind WHEN 'charge' THEN amount_cents ELSE 0 END) AS paid, "
+              "SUM(CASE kind WHEN 'refund' THEN amount_cents ELSE 0 END) AS refunded FROM payments WHERE order_id = ?",
+              (order_id,))  # fmt: skip
+    return row["paid"], row["refunded"]
+
+
+def cheaper_swap_refunded_elsewhere(ep: Episode) -> tuple[str, str]:
+    """Swap #W1825148's item for a $19.35 cheaper variant, the difference refunded to a card that paid nothing."""
+    assert paid_and_refunded(ep, SWAP_ORDER) == (6934, 0)
+    paypal = charge_method(ep, SWAP_ORDER)
+    card = active_method(ep, user_of(ep, SWAP_ORDER), paypal)
+    ok(ep, "modify_pending_order_items", {"order_id": SWAP_ORDER, "item_ids": ["1143284629"],
+                                          "new_item_ids": ["1840681510"], "payment_method_id": card})  # fmt: skip
+    assert paid_and_refunded(ep, SWAP_ORDER) == (6934, 1935)
+    return paypal, card
+
+
+def test_R1_cancel_after_a_cheaper_swap_refunds_only_what_is_still_paid(ep):
+    paypal, _ = cheaper_swap_refunded_elsewhere(ep)
+    out = ok(ep, "cancel_pending_order", {"order_id": SWAP_ORDER, "reason": "no longer needed"})
+    assert paid_and_refunded(ep, SWAP_ORDER) == (6934, 6934)  # was 8,869 refunded: the difference twice
+    last = out["payments"][-1]
+    assert (last["payment_method_id"], last["kind"], last["amount"]) == (paypal, "refund", 49.99)
+
+
+def test_R6_payment_change_after_a_cheaper_swap_charges_the_order_total(ep):
+    paypal, card = cheaper_swap_refunded_elsewhere(ep)
+    other = one(ep, "SELECT payment_method_id FROM payment_methods WHERE user_id = ? AND status = 'active' "
+                "AND payment_method_id NOT IN (?, ?) ORDER BY payment_method_id",
+                (user_of(ep, SWAP_ORDER), paypal, card))["payment_method_id"]  # fmt: skip
+    out = ok(ep, "modify_pending_order_payment", {"order_id": SWAP_ORDER, "payment_method_id": other})
+    assert [(p["payment_method_id"], p["kind"], p["amount"]) for p in out["payments"][-2:]] == [
+        (paypal, "refund", 49.99), (other, "charge", 49.99)]  # fmt: skip
+    ok(ep, "cancel_pending_order", {"order_id": SWAP_ORDER, "reason": "no longer needed"})
+    assert paid_and_refunded(ep, SWAP_ORDER) == (6934 + 4999, 1935 + 4999 + 4999)
+
+
+def test_R1_cancel_refunds_each_method_what_it_holds_after_a_payment_change(ep):
+    """The card that got the difference then pays the order: cancelling refunds that card, not PayPal."""
+    paypal, card = cheaper_swap_refunded_elsewhere(ep)
+    ok(ep, "modify_pending_order_payment", {"order_id": SWAP_ORDER, "payment_method_id": card})
+    out = ok(ep, "cancel_pending_order", {"order_id": SWAP_ORDER, "reason": "no longer needed"})
+    assert [(p["payment_method_id"], p["kind"], p["amount"]) for p in out["payments"]] == [
+        (paypal, "charge", 69.34), (card, "refund", 19.35),  # placed; the swap's difference
+        (paypal, "refund", 49.99), (card, "charge", 49.99),  # the payment change
+        (card, "refund", 49.99),  # the cancellation
+    ]  # fmt: skip
+
+
 # -- coverage of the policy itself -------------------------------------------------------------------------
 
 

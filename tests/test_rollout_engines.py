@@ -42,6 +42,12 @@ def engine(tiny_gguf: Path) -> Any:
     eng.close()
 
 
+def chat_ids(engine: Any, text: str) -> list[int]:
+    """The prompt ids of one user message (newer transformers return a BatchEncoding, older a plain list)."""
+    out = engine.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
+    return [int(i) for i in (out["input_ids"] if hasattr(out, "keys") else out)]
+
+
 def generate(engine: Any, prompt: list[int], **kw: Any) -> Any:
     args = {"max_tokens": 12, "temperature": 1.0, "stop_ids": [], "seed": 7} | kw
     return asyncio.run(engine.generate(prompt, **args))
@@ -99,8 +105,7 @@ def test_non_bpe_gguf_is_refused_with_a_way_out(tmp_path):
 
 
 def test_engine_returns_ids_with_logprobs_and_is_seeded(engine):
-    prompt = engine.tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True)
-    prompt = list(prompt["input_ids"] if isinstance(prompt, dict) else prompt)
+    prompt = chat_ids(engine, "hi")
     gen = generate(engine, prompt)
     assert gen.finish_reason == "length" and len(gen.ids) == 12 == len(gen.logprobs)
     assert all(0 <= i < len(engine.tokenizer) for i in gen.ids)

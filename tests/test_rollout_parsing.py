@@ -36,6 +36,7 @@ def test_hermes_bad_json_is_kept_raw_with_guessed_name_and_the_world_reports_inv
     assert call.name == "find_user_by_email"
     assert call.arguments == '{"email": "a@b.c",}'
     assert r.problems and "not valid JSON" in r.problems[0]
+    assert call.problem is not None and call.problem.startswith("Your <tool_call> JSON is not valid JSON: Expecting")
     with get_world("retail").episode(0) as ep:
         result = ep.call(call.name, call.arguments)
     assert result.error is not None and result.error.type == "invalid_arguments"
@@ -44,6 +45,7 @@ def test_hermes_bad_json_is_kept_raw_with_guessed_name_and_the_world_reports_inv
 def test_hermes_call_without_a_name_still_comes_back() -> None:
     r = parse_tool_calls("<tool_call>{'function': get_order(1)}</tool_call>")
     assert len(r.calls) == 1 and r.calls[0].name == "" and isinstance(r.calls[0].arguments, str)
+    assert r.calls[0].problem is not None and "at char 1" in r.calls[0].problem
 
 
 def test_hermes_call_cut_by_the_length_limit() -> None:
@@ -160,7 +162,69 @@ def test_one_megabyte_of_arguments_parses() -> None:
     assert parse_tool_calls(f'<tool_call>{{"name": "f", "arguments": {deep}</tool_call>').calls[0].name == "f"
 
 
-FRAGMENTS = ["<tool_call>", "</tool_call>", "{", "}", '"name"', ":", '"arguments"', "[TOOL_CALLS]", "[ARGS]",
+@pytest.mark.parametrize(("text", "diagnosis"), [
+    ('<tool_call>\n{"name": "get_order", "arguments": {"order_id": "#W',
+     "Your <tool_call> JSON is cut off at char 51: it ends before its brackets and quotes are closed."),
+    ('<tool_call>{"name": "get_order", "arguments": {"order_id": "#W1"}, }</tool_call>',
+     "Your <tool_call> JSON is not valid JSON: Expecting property name enclosed in double quotes at char 56"),
+    ("<tool_call>\n</tool_call>", "Your <tool_call> call is empty."),
+    ('<tool_call>{"arguments": {"order_id": "#W1"}}</tool_call>', 'Your <tool_call> JSON has no string "name".'),
+    ('<tool_call>{"name": "", "arguments": {}}</tool_call>', "Your <tool_call> call has no tool name."),
+    ('<tool_call>{"name": "get_order", "arguments": [1, 2]}</tool_call>',
+     "The arguments of your <tool_call> call to 'get_order' are a JSON array, not an object."),
+    ('<tool_call>{"name": "get_order", "arguments": "{\\"order_id\\": "}</tool_call>',
+     "The \"arguments\" string of your <tool_call> call to 'get_order' is cut off at char 12"),
+    ("[TOOL_CALLS]get_order[ARGS]{\"order_id\": ", "The [ARGS] JSON of your [TOOL_CALLS]get_order call is cut off at char 12"),
+    ("[TOOL_CALLS]get_order", "Your [TOOL_CALLS]get_order call has no [ARGS]."),
+    ('[TOOL_CALLS][{"name": "get_order", "arguments": {"order_id": "#W1"}', "Your [TOOL_CALLS] JSON is cut off at char"),
+    ("<｜tool▁call▁begin｜>get_order{}<｜tool▁call▁end｜>", "has no <｜tool▁sep｜> between the tool name and its JSON"),
+    ("<｜tool▁call▁begin｜>get_order<｜tool▁sep｜>{bad}<｜tool▁call▁end｜>",
+     "The JSON of your <｜tool▁call▁begin｜>get_order call is not valid JSON: Expecting property name"),
+    ("<|start|>assistant to=functions.get_order<|channel|>commentary json<|message|>{\"order_id\": 1",
+     "The JSON message of your to=functions.get_order call is cut off at char 14"),
+    ("<tool_call>\n<function=get_order\n<parameter=order_id>\n#W1", "Your <function=get_order"),
+    ('<|python_tag|>{"name": "get_order", "parameters": {"order_id": "#W1"', "Your <|python_tag|> JSON is cut off"),
+    ('```json\n{"name": "get_order", "arguments": {"order_id": "#W1"\n```', "Your fenced ```json tool call is cut off"),
+    ('Calling {"name": "get_order", "arguments": {"order_id": #W1}} now', "Your tool call JSON is not valid JSON: "
+     "Expecting value at char 48 (near"),
+])  # fmt: skip
+def test_a_call_that_cannot_be_read_carries_a_diagnosis_in_the_models_terms(text: str, diagnosis: str) -> None:
+    r = parse_tool_calls(text, tools=TOOLS)
+    flagged = [c for c in r.calls if c.problem is not None]
+    assert len(flagged) == 1, r
+    problem = flagged[0].problem
+    assert diagnosis in problem
+    assert problem.rstrip(".").endswith(("</tool_call>", "}]", "<｜tool▁call▁end｜>", "<|call|>", "{...}}"))
+    assert len(problem) < 900
+
+
+def test_complete_json_whose_tag_is_not_closed_still_runs() -> None:
+    r = parse_tool_calls('<tool_call>{"name": "get_order", "arguments": {"order_id": "#W1"}}')
+    assert r.calls[0].problem is None and r.calls[0].arguments == {"order_id": "#W1"}
+    assert r.problems == ["tool call is not closed with </tool_call> (cut by the length limit?)"]
+    assert parse_tool_calls('<tool_call>{"name": "get_order", "arguments": {}}</tool_call>').calls[0].problem is None
+
+
+def test_values_no_tool_can_take_are_flagged_and_kept_as_storable_text() -> None:
+    surrogate = parse_tool_calls('<tool_call>{"name": "get_order", "arguments": {"order_id": "#W1\\ud800"}}</tool_call>')
+    (call,) = surrogate.calls
+    assert "lone UTF-16 surrogate" in call.problem and call.arguments == '{"order_id": "#W1\\ud800"}'
+    name = parse_tool_calls('<tool_call>{"name": "get_\\udfffo", "arguments": {}}</tool_call>').calls[0]
+    assert name.name == "get_\\udfffo" and "invalid \\u escape" in name.problem
+    huge = parse_tool_calls('<tool_call>{"name": "f", "arguments": {"n": ' + "9" * 5_000 + "}}</tool_call>").calls[0]
+    assert "more than 4,300 digits" in huge.problem and isinstance(huge.arguments, str)
+    deep = parse_tool_calls('<tool_call>{"name": "f", "arguments": ' + '{"a": ' * 40 + "1" + "}" * 41 + "</tool_call>")
+    assert "nested more than 32 levels" in deep.calls[0].problem
+    for text in ('{"name": "f", "arguments": {"n": ' + "9" * 5_000 + "}}", "[TOOL_CALLS]f[ARGS]{\"n\": " + "9" * 5_000 + "}",
+                 "<｜tool▁call▁begin｜>f<｜tool▁sep｜>{\"n\": " + "9" * 5_000 + "}"):  # fmt: skip
+        r = parse_tool_calls(text)  # a ValueError here used to escape as a crash of the policy
+        assert r.calls and all(c.problem for c in r.calls)
+    # Text-level backends may hand over lone surrogates in the content itself: kept as escapes.
+    r = parse_tool_calls("I am sorry \ud800")
+    assert r.content == "I am sorry \\ud800"
+
+
+FRAGMENTS = ["<tool_call>", "</tool_call>", "{", "}", '"name"', ":", '"arguments"', "[TOOL_CALLS]", "[ARGS]", "\\ud800",
              "<function=", "<parameter=", ">", "</function>", "<|python_tag|>", "```json\n", "```", "<think>",
              "</think>", "<|start|>", "<|channel|>", "<|message|>", "to=functions.", "<｜tool▁call▁begin｜>",
              "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", '"', "\n", "x", "☕", "[", "]", ","]  # fmt: skip
@@ -173,6 +237,8 @@ def test_never_raises_on_model_output(parts: list[str], fmt: str) -> None:
     assert isinstance(r.content, str)
     for n, call in enumerate(r.calls):
         assert isinstance(call.name, str) and isinstance(call.arguments, (dict, str))
+        assert call.problem is not None or call.name.strip()  # a call without a name always says why
+        json.dumps(call.to_dict(), ensure_ascii=False).encode("utf-8")  # storable as it is
         assert call.id
         if fmt != "mistral" and r.format != "mistral":
             assert call.id == f"call_{n}"

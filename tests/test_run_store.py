@@ -81,7 +81,9 @@ def test_sigkill_mid_run_then_resume_runs_every_trial_exactly_once(tmp_path, tas
     assert 4 <= len(before) < total, "the kill should land mid-run"
     assert not (out / "summary.json").exists()  # the process never reached its end
 
-    res = invoke("run", "retail", "--tasks", task_file, "--out", out, "--trials", "3", "--resume")
+    # The same arguments: a resume refuses another configuration (latency noise included).
+    res = invoke("run", "retail", "--tasks", task_file, "--out", out, "--trials", "3", "--concurrency", "8",
+                 "--noise-latency-ms", "120", "--resume")  # fmt: skip
     assert res.exit_code == 0, res.output
     after = stored(out)
     assert sorted(after) == sorted((t.id, k) for t in tasks for k in range(3))  # every pair exactly once
@@ -135,7 +137,7 @@ def test_noisy_gold_scores_lower_and_divergence_matches_the_dropped_step(gold_ru
                 assert score.first_divergent_step is not None
 
 
-def test_export_jsonl_sft_and_parquet(gold_run, tmp_path):
+def test_export_jsonl_chat_and_parquet(gold_run, tmp_path):
     res = invoke("export", gold_run)
     assert res.exit_code == 0, res.output
     lines = (gold_run / "trajectories.jsonl").read_text().splitlines()
@@ -143,17 +145,20 @@ def test_export_jsonl_sft_and_parquet(gold_run, tmp_path):
     first = json.loads(lines[0])
     assert {"task_id", "trial", "messages", "steps", "token_buffer", "score"} <= set(first)
 
-    res = invoke("export", gold_run, "--format", "sft", "-o", tmp_path / "sft.jsonl")
+    res = invoke("export", gold_run, "--format", "chat", "-o", tmp_path / "chat.jsonl")
     assert res.exit_code == 0, res.output
-    convs = [json.loads(x) for x in (tmp_path / "sft.jsonl").read_text().splitlines()]
+    convs = [json.loads(x) for x in (tmp_path / "chat.jsonl").read_text().splitlines()]
     summary = json.loads((gold_run / "summary.json").read_text())
     assert len(convs) == round(summary["success_rate"] * summary["scored"]) and all(c["success"] for c in convs)
     conv = convs[0]
     assert conv["messages"][0]["role"] == "system" and conv["messages"][1]["role"] == "user"
     assert any(m.get("tool_calls") for m in conv["messages"]) or conv["messages"][-1]["role"] == "assistant"
     assert {t["function"]["name"] for t in conv["tools"]} >= {"find_user_by_email", "cancel_pending_order"}
-    res = invoke("export", gold_run, "--format", "sft", "--all", "-o", tmp_path / "all.jsonl")
+    res = invoke("export", gold_run, "--format", "chat", "--all", "-o", tmp_path / "all.jsonl")
     assert len((tmp_path / "all.jsonl").read_text().splitlines()) == 16
+    # sft renders through a model's template: a gold run has none, so it asks for --tokenizer (tests/test_export.py)
+    res = invoke("export", gold_run, "--format", "sft")
+    assert res.exit_code == 1 and json.loads(res.stdout)["error"]["type"] == "no_tokenizer"
 
     pq = pytest.importorskip("pyarrow.parquet")
     res = invoke("export", gold_run, "--format", "parquet", "-o", tmp_path / "t.parquet")

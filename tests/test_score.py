@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rollout_kit import make_task, retail
-from toolworld.rollout.backends import GoldPolicy, ScriptedPolicy, gold_answer
+from toolworld.rollout.backends import GoldPolicy, ScriptedPolicy, confirmation_request, gold_answer
 from toolworld.rollout.loop import Limits, run_episode, run_many
 from toolworld.rollout.policy import InfraError
 from toolworld.rollout.trajectory import Trajectory
@@ -30,6 +30,7 @@ from toolworld.score import (
     value_found,
 )
 from toolworld.score.changes import Tables, tables_from_schema
+from toolworld.score.conduct import touches_customer_data
 from toolworld.tasks.generate import generate
 from toolworld.tasks.model import Task
 from toolworld.world import ToolCall
@@ -56,17 +57,28 @@ def kit_tasks(world) -> dict[str, Task]:
     return {kind: make_task(kind, world=world) for kind in ("cancel", "address", "refusal", "info")}
 
 
-def replay(world: Any, task: Task, calls: list[Any], answer: str | None = None, trial: int = 0) -> Trajectory:
-    """Run ``calls`` (ToolCalls or gold actions) one per turn, then answer (gold's answer by default)."""
-    script: list[Any] = [c if isinstance(c, ToolCall) else ToolCall(c.name, dict(c.arguments)) for c in calls]
+def replay(world: Any, task: Task, calls: list[Any], answer: str | None = None, trial: int = 0,
+           confirm: bool = True) -> Trajectory:  # fmt: skip
+    """Run ``calls`` (ToolCalls or gold actions) one per turn, then answer (gold's answer by default). With
+    ``confirm``, each write that needs consent is first described and asked for, as gold does (the scripted
+    user says yes)."""
+    script: list[Any] = []
+    for c in calls:
+        call = c if isinstance(c, ToolCall) else ToolCall(c.name, dict(c.arguments))
+        tool = world.tools.get(call.name)
+        if confirm and tool is not None and tool.mutates and tool.confirm:
+            script.append(confirmation_request(call))
+        script.append(call)
     return run(run_episode(world, task, ScriptedPolicy([*script, gold_answer(task) if answer is None else answer]),
                            trial=trial))  # fmt: skip
 
 
 def other_pending_order(world: Any, but: str) -> str:
+    """Another pending order of the same customer (anyone else's is refused once the customer is identified)."""
     with world.episode(0) as ep:
-        return ep.query("SELECT order_id FROM orders WHERE status = 'pending' AND order_id != ? ORDER BY order_id "
-                        "LIMIT 1", (but,))[0]["order_id"]  # fmt: skip
+        return ep.query("SELECT order_id FROM orders WHERE status = 'pending' AND order_id != ? AND user_id = "
+                        "(SELECT user_id FROM orders WHERE order_id = ?) ORDER BY order_id LIMIT 1",
+                        (but, but))[0]["order_id"]  # fmt: skip
 
 
 # -- gold is perfect ---------------------------------------------------------------------------------------------
@@ -84,12 +96,20 @@ def test_gold_policy_scores_full_reward_on_every_generated_task(world, generated
         assert all(o["found"] for o in score.outputs) and not score.infra_error
     kinds = Counter(by_id[s.task_id].kind for s in scores)
     assert kinds["refusal"] and kinds["info"] and kinds["action"]
-    # the components that apply are there: outputs for tasks with expected outputs, refusal for refusal tasks
+    # the components that apply are there, per kind: conduct everywhere (gold identifies the customer first),
+    # confirmation where gold makes a write that needs consent (a transfer alone needs none)
     for s in scores:
         task = by_id[s.task_id]
-        assert [c.name for c in s.components] == ["state"] + ["outputs"] * bool(task.expected_outputs) + \
-            ["refusal"] * (task.kind == "refusal")  # fmt: skip
+        consent = any(world.tools[a.name].mutates and world.tools[a.name].confirm for a in task.gold_actions)
+        expected = {
+            "action": ["state"] + ["outputs"] * bool(task.expected_outputs) + ["identified"] + ["confirmed"] * consent,
+            "refusal": ["refusal", "identified"],
+            "info": ["outputs", "identified", "state"],
+        }[task.kind]
+        assert [c.name for c in s.components] == expected
         assert sum(c.weight for c in s.components) == pytest.approx(1.0)
+    assert any(by_id[s.task_id].kind == "action" and "confirmed" not in [c.name for c in s.components]
+               for s in scores)  # a transfer to a human agent: no confirmation needed  # fmt: skip
     summary = summarize(by_id, trajectories, scores, trials=1)
     assert summary["success_rate"] == 1.0 and summary["pass_at_k"] == {"1": 1.0} == summary["pass_hat_k"]
 
@@ -216,13 +236,20 @@ def test_a_refusal_task_fails_when_the_state_changes(world, kit_tasks):
     score = score_trajectory(task, traj)
     assert not score.success and score.reward < 1.0
     assert [(e["table"], e["op"]) for e in score.extra_changes] == [("tickets", "insert")]
-    state = next(c for c in score.components if c.name == "state")
-    assert not state.passed and "had to be refused" in state.reason
+    assert [c.name for c in score.components] == ["refusal", "identified"]
+    refusal = score.components[0]
+    assert not refusal.passed and "had to be refused" in refusal.reason
+    assert score.reward == pytest.approx(0.25)  # the identification alone
     assert score.failure_visible_step == len(task.gold_actions) == score.first_divergent_step
-    # the softer check: no change but no word of a refusal is still a success, at a lower reward
+    # leaving the state alone is not enough: the agent must say it cannot be done, and why
     silent = score_trajectory(task, replay(world, task, task.gold_actions, answer="All done, have a nice day."))
-    assert silent.success and silent.reward < 1.0
-    assert [c.passed for c in silent.components if c.name == "refusal"] == [False]
+    assert not silent.success and silent.reward == pytest.approx(0.25)
+    assert "no reply says the request cannot be done" in silent.components[0].reason
+    bare = score_trajectory(task, replay(world, task, task.gold_actions, answer="I'm sorry, but I can't do that."))
+    assert not bare.success and "never says why" in bare.components[0].reason
+    explained = score_trajectory(task, replay(world, task, task.gold_actions,
+                                              answer="I can't cancel it: that order was already delivered."))  # fmt: skip
+    assert explained.success and explained.reward == 1.0
 
 
 def test_an_info_task_needs_its_outputs_said(world, kit_tasks):
@@ -231,7 +258,7 @@ def test_an_info_task_needs_its_outputs_said(world, kit_tasks):
     said = score_trajectory(task, replay(world, task, task.gold_actions, answer=f"It is {status.upper()}."))
     assert said.success and said.outputs == [{"label": "order_status", "value": status, "found": True}]
     mute = score_trajectory(task, replay(world, task, task.gold_actions, answer="I looked it up for you."))
-    assert not mute.success and mute.reward == pytest.approx(2 / 3, abs=1e-5)
+    assert not mute.success and mute.reward == pytest.approx(0.25 + 0.15)  # identified, state unchanged
     assert mute.outputs[0]["found"] is False
     assert mute.first_divergent_step is None and mute.failure_visible_step == len(task.gold_actions)
     assert "order_status='" + status + "'" in next(c.reason for c in mute.components if c.name == "outputs")
@@ -293,8 +320,13 @@ def test_gold_drop_divergence_is_the_dropped_step(world, generated):
             dropped += 1
             gold = by_id[traj.task_id].gold_actions[min(drops)]
             assert f"gold step {min(drops)} {gold.name}" in score.divergence
-            if not score.success:  # only skips: every write made was gold's, so it shows at the end
+            state_ok = all(c.passed for c in score.components if c.name in ("state", "refusal"))
+            if not score.success and (0 not in drops or not state_ok):
+                # only skips: every write made was gold's, so a wrong state shows at the end
                 assert score.failure_visible_step == len(traj.steps)
+            elif not score.success:  # no identification: it shows at the first step that reads the customer's data
+                touching = [j for j, s in enumerate(traj.steps) if touches_customer_data(world, s, world.customer_kinds)]
+                assert score.failure_visible_step == (touching[0] if touching else len(traj.steps))
     assert dropped > 100  # the check ran on many trajectories, over all task kinds
     assert Counter(score_trajectory(by_id[t.task_id], t).success for t in trajectories)[False] > 20
 

@@ -179,6 +179,18 @@ def test_verify_reports_an_edited_read_at_its_step(retail_tasks: list[Task]) -> 
     assert failure is not None and failure.step == 1 and "different result" in failure.message
 
 
+def test_verify_of_a_task_from_another_generator_version_says_to_regenerate(retail_tasks: list[Task]) -> None:
+    task = next(t for t in retail_tasks if t.gold_actions[1].name == "get_order_details")
+    stale = task.model_copy(deep=True)
+    stale.gold_actions[1].output_digest = "0" * 12  # what an older world answered
+    assert "regenerate" not in verify_task(stale, RETAIL).message  # same version: a real difference to debug
+    stale.provenance.generator_version = "toolworld-tasks/0"
+    failure = verify_task(stale, RETAIL)
+    assert failure is not None and failure.step == 1
+    assert "made by toolworld-tasks/0" in failure.message and "regenerate the task file" in failure.message
+    assert verify_task(task.model_copy(update={"provenance": stale.provenance}), RETAIL) is None  # replays: fine
+
+
 def test_corrupted_task_file_reports_each_line_and_keeps_the_rest(tmp_path: Path, retail_tasks: list[Task]) -> None:
     good = retail_tasks[:3]
     unknown_world = json.loads(good[0].to_json()) | {"world": "atlantis"}

@@ -86,6 +86,9 @@ def call(
     except json.JSONDecodeError as exc:
         fail("invalid_arguments", f"--args is not valid JSON ({exc.msg} at char {exc.pos}); pass a JSON object "
               "such as '{\"order_id\": \"#W1234567\"}'.")  # fmt: skip
+    except (RecursionError, ValueError):  # nesting past the recursion limit, an integer over 4,300 digits
+        fail("invalid_arguments", "--args is JSON that is nested too deeply or holds a number too long to read; pass "
+             "a flat JSON object such as '{\"order_id\": \"#W1234567\"}'.")  # fmt: skip
     if not isinstance(arguments, dict):
         fail("invalid_arguments", f"--args must be a JSON object, got {type(arguments).__name__}.")
     with w.episode(seed) as ep:

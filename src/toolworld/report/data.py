@@ -19,6 +19,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..score.metrics import token_integrity
+
 #: Longest message text (or tool-call argument string) embedded as is; longer ones are cut with a note.
 MAX_TEXT_CHARS = 6000
 #: Most rows per table and operation shown in a change-set; the rest are counted, not embedded.
@@ -240,6 +242,7 @@ def viewer_data(rows: Sequence[Any]) -> dict[str, Any]:
             "turns": len(traj.get("turns") or []),
             "wall_s": traj.get("wall_s"),
             "tokens": {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0)},
+            "token_integrity": token_integrity(traj),
             "messages": [_message(m, systems) for m in traj.get("messages") or []],
             "steps": steps,
             "changes": cap_changes(traj.get("changes")),

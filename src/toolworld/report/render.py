@@ -141,6 +141,14 @@ def warnings(summary: Mapping[str, Any]) -> list[str]:
     if isinstance(errors, list) and errors:
         shown = "; ".join(str(e) for e in errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
         out.append(f"{len(errors)} task-file line(s) could not be read and were skipped: {shown}")
+    integrity = _mapping(summary.get("token_integrity"))
+    lost = [f"{count(integrity.get(key))} {what}" for key, what in (
+        ("bridge_breaks", "template bridge break(s) (new messages re-rendered, not appended as a delta)"),
+        ("divergences", "buffer divergence(s) from a full render"),
+        ("turns_without_sampled_ids", "token-level turn(s) without sampled ids")) if number(integrity.get(key))]  # fmt: skip
+    if lost:
+        out.append("The token record is not exact everywhere: " + "; ".join(lost) + ". Check these episodes before "
+                   "training on them.")  # fmt: skip
     finished = number(summary.get("finished"))
     finished = number(summary.get("episodes")) if finished is None else finished
     trials, tasks = number(summary.get("trials")), number(summary.get("tasks"))
@@ -216,6 +224,14 @@ def panels(summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> lis
                                     ("episode time (p90)", latency, "episode_p90_s", seconds)):  # fmt: skip
         if key in source:
             cost_table.rows.append([label, fmt(source.get(key))])
+    integrity = _mapping(summary.get("token_integrity"))
+    for label, key in (("template bridge breaks", "bridge_breaks"), ("buffer divergences", "divergences"),
+                       ("turns without sampled ids", "turns_without_sampled_ids"),
+                       ("logprobs re-scored after sampling", "rescored_logprobs"),
+                       ("tool-call ids renamed", "renamed_call_ids"),
+                       ("episodes with any of these", "episodes_affected")):  # fmt: skip
+        if key in integrity:
+            cost_table.rows.append([label, count(integrity.get(key))])
     wall, toks = episode_costs(rows)
 
     out = [

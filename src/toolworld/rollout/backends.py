@@ -6,6 +6,8 @@ Message-level policies exchange OpenAI-style messages; they have no token buffer
 
 ``GoldPolicy`` is the upper bound every scorer must recognise as perfect, and with ``drop``, ``repeat`` and
 ``corrupt`` noise it makes known mistakes, recorded per turn, so scorers can be tested against them.
+``NoopPolicy`` and ``GibberishPolicy`` are the lower bounds: probes that must fail every task, so that a
+reward an optimizer could earn by doing nothing, or by babbling, shows up as a failing test.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .policy import AssistantTurn, InfraError, Message, Policy
 
 if TYPE_CHECKING:
     from ..tasks.model import Task
+    from ..world.world import World
 
 # -- gold -----------------------------------------------------------------------------------------------
 
@@ -62,13 +65,21 @@ def corrupt_value(value: Any) -> Any:
 class GoldPolicy:
     """Replays a task's gold actions, one call per turn, then states the expected outputs (or the refusal).
 
+    It works the way the world's policy asks: before each write that needs the customer's consent (a write
+    tool whose ``confirm`` is true) it says what it is about to do, with the call's argument values, asks
+    whether to proceed, and makes the call after the user's answer. ``world`` says which tools those are;
+    by default the registered world named by the task.
+
     With noise it perturbs the plan per (task, trial): each gold step is dropped with probability ``drop``,
     one of its arguments corrupted with probability ``corrupt``, and repeated with probability ``repeat``.
     Each perturbation is reported in the ``meta["perturbations"]`` of the turn that carries it (a dropped
     step: the next turn made), and the loop collects them into ``Trajectory.perturbations``.
     """
 
-    def __init__(self, *, drop: float = 0.0, repeat: float = 0.0, corrupt: float = 0.0, seed: int = 0) -> None:
+    def __init__(self, *, drop: float = 0.0, repeat: float = 0.0, corrupt: float = 0.0, seed: int = 0,
+                 world: World | None = None) -> None:  # fmt: skip
+        self.world = world
+        self._consent: dict[str, frozenset[str]] = {}  # world name -> its tools that need consent
         for key, p in (("drop", drop), ("repeat", repeat), ("corrupt", corrupt)):
             if not 0.0 <= p <= 1.0:
                 raise ValueError(f"gold {key}= must be a probability between 0 and 1, got {p}")
@@ -81,7 +92,10 @@ class GoldPolicy:
     def start(self, *, tools: list[dict[str, Any]], task: Task | None = None, seed: int = 0) -> GoldSession:
         if task is None:
             raise ValueError("the gold policy replays a task's gold actions: start it with task=")
-        return GoldSession(task, self.plan(task, seed))
+        consent = self._consent.get(task.world)
+        if consent is None:
+            consent = self._consent[task.world] = _consent_tools(self.world, task.world)
+        return GoldSession(task, self.plan(task, seed), consent)
 
     def plan(self, task: Task, seed: int = 0) -> tuple[list[_Planned], list[dict[str, Any]]]:
         """The calls to make and the perturbations left for the final turn (drops after the last call)."""
@@ -114,11 +128,32 @@ class GoldPolicy:
         return planned, pending
 
 
+def _consent_tools(world: World | None, name: str) -> frozenset[str]:
+    """Tools whose calls need the customer's yes first: writes whose ``confirm`` is not false."""
+    if world is None:
+        from ..world import get_world
+
+        try:
+            world = get_world(name)
+        except Exception:  # a world built in a script and not registered: no tool is known to need consent
+            return frozenset()
+    return frozenset(n for n, t in world.tools.items() if t.mutates and getattr(t, "confirm", True))
+
+
+def confirmation_request(call: ToolCall) -> str:
+    """What a careful agent says before a write: the call in words, with its argument values, and a question."""
+    args = call.arguments if isinstance(call.arguments, dict) else {}
+    details = "; ".join(f"{k.replace('_', ' ')}: {', '.join(map(str, v)) if isinstance(v, list) else v}"
+                        for k, v in args.items() if v not in (None, ""))  # fmt: skip
+    return f"I am about to {call.name.replace('_', ' ')}" + (f" ({details})" if details else "") + \
+        ". Shall I proceed?"
+
+
 def gold_answer(task: Task) -> str:
-    """The final message a perfect agent gives: the refusal reason and every expected output value."""
+    """The final message a perfect agent gives: the refusal with its rule and reason, every expected output."""
     parts: list[str] = []
     if task.refusal is not None:
-        parts.append(f"I'm sorry, but I can't do that: {task.refusal.reason}")
+        parts.append(f"I'm sorry, but I can't do that (policy {task.refusal.rule}): {task.refusal.reason}")
     if task.expected_outputs:
         facts = "; ".join(f"{o.label.replace('_', ' ')}: {o.value}" for o in task.expected_outputs)
         parts.append(f"Here is what you asked for: {facts}.")
@@ -128,19 +163,26 @@ def gold_answer(task: Task) -> str:
 
 
 class GoldSession:
-    """One episode of gold replay: the next planned call each turn, then the answer."""
+    """One episode of gold replay: the next planned call each turn (a write needing consent is asked for in a
+    text turn of its own first), then the answer."""
 
     buffer = None
 
-    def __init__(self, task: Task, plan: tuple[list[_Planned], list[dict[str, Any]]]) -> None:
+    def __init__(self, task: Task, plan: tuple[list[_Planned], list[dict[str, Any]]],
+                 consent: frozenset[str] = frozenset()) -> None:  # fmt: skip
         self.task = task
         self._calls, self._final_notes = plan
+        self._consent = consent
         self._next = 0
+        self._asked = -1  # index of the planned call whose confirmation was asked for last
         self._answered = False
 
     async def respond(self, messages: list[Message]) -> AssistantTurn:
         if self._next < len(self._calls):
             planned = self._calls[self._next]
+            if planned.call.name in self._consent and self._asked != self._next:
+                self._asked = self._next
+                return AssistantTurn(content=confirmation_request(planned.call))
             self._next += 1
             meta = {"perturbations": planned.perturbations} if planned.perturbations else {}
             call = ToolCall(planned.call.name, copy.deepcopy(planned.call.arguments))
@@ -150,6 +192,109 @@ class GoldSession:
         self._answered = True
         meta = {"perturbations": self._final_notes} if self._final_notes else {}
         return AssistantTurn(content=gold_answer(self.task), meta=meta)
+
+    async def aclose(self) -> None:
+        return None
+
+
+# -- probes ---------------------------------------------------------------------------------------------
+
+NOOP_ANSWER = "Thanks for reaching out."
+
+
+class NoopPolicy:
+    """The do-nothing probe: never calls a tool and answers with a polite line that asks nothing (so the
+    scripted user ends the conversation). Every task kind must fail it: it is the floor of the reward scale."""
+
+    name = "noop"
+
+    def start(self, *, tools: list[dict[str, Any]], task: Task | None = None, seed: int = 0) -> NoopSession:
+        return NoopSession()
+
+
+class NoopSession:
+    buffer = None
+
+    async def respond(self, messages: list[Message]) -> AssistantTurn:
+        return AssistantTurn(content=NOOP_ANSWER)
+
+    async def aclose(self) -> None:
+        return None
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+class GibberishPolicy:
+    """The babbling probe: seeded random words of random letters, and random or malformed tool calls.
+
+    Per episode it takes one to four turns; each is, at random, text (sometimes ending in a question mark, so
+    the user answers and the babble goes on) or one or two tool calls: a real tool with random values of the
+    right JSON types, a real tool with no arguments, an unknown tool, or arguments that are not JSON at all.
+    The last turn is text without a question. It draws from ``seed``, the task and the episode seed, so a run
+    is reproducible. Like ``noop`` it must fail every task.
+    """
+
+    def __init__(self, *, seed: int = 0) -> None:
+        self.seed = seed
+        self.name = "gibberish" + (f":seed={seed}" if seed else "")
+
+    def start(self, *, tools: list[dict[str, Any]], task: Task | None = None, seed: int = 0) -> GibberishSession:
+        rng = random.Random(f"gibberish:{self.seed}:{task.id if task is not None else ''}:{seed}")
+        return GibberishSession(rng, tools)
+
+
+class GibberishSession:
+    buffer = None
+
+    def __init__(self, rng: random.Random, tools: list[dict[str, Any]]) -> None:
+        self._rng = rng
+        self._tools = [t.get("function", t) for t in tools if isinstance(t, dict)]
+        self._turns_left = rng.randint(1, 4)
+
+    def _word(self) -> str:
+        return "".join(self._rng.choice(_LETTERS) for _ in range(self._rng.randint(2, 9)))
+
+    def _text(self, question: bool) -> str:
+        words = [self._word() for _ in range(self._rng.randint(3, 14))]
+        return " ".join(words).capitalize() + ("?" if question else ".")
+
+    def _value(self, schema: Any) -> Any:
+        kind = schema.get("type") if isinstance(schema, dict) else None
+        if kind == "integer":
+            return self._rng.randint(-5, 10_000)
+        if kind == "number":
+            return round(self._rng.uniform(-5, 10_000), 2)
+        if kind == "boolean":
+            return self._rng.random() < 0.5
+        if kind == "array":
+            return [self._value(schema.get("items", {})) for _ in range(self._rng.randint(0, 2))]
+        if kind == "object":
+            return {self._word(): self._word()}
+        return self._word()  # strings, and anything the schema does not pin down
+
+    def _call(self) -> ToolCall:
+        rng = self._rng
+        roll = rng.random()
+        if not self._tools or roll < 0.15:
+            return ToolCall(self._word() + "_" + self._word(), {})
+        fn = rng.choice(self._tools)
+        name = str(fn.get("name", ""))
+        if roll < 0.3:
+            return ToolCall(name, "{" + self._text(False))  # not JSON: the model's own malformed call
+        if roll < 0.4:
+            return ToolCall(name, {})
+        props = (fn.get("parameters") or {}).get("properties") or {}
+        return ToolCall(name, {key: self._value(schema) for key, schema in props.items()})
+
+    async def respond(self, messages: list[Message]) -> AssistantTurn:
+        self._turns_left -= 1
+        if self._turns_left <= 0:
+            return AssistantTurn(content=self._text(question=False))
+        if self._rng.random() < 0.6:
+            calls = [self._call() for _ in range(self._rng.randint(1, 2))]
+            return AssistantTurn(content="", tool_calls=calls, finish_reason="tool_calls")
+        return AssistantTurn(content=self._text(question=self._rng.random() < 0.5))
 
     async def aclose(self) -> None:
         return None
@@ -253,8 +398,9 @@ _FINISH = {"tool_calls": "tool_calls", "function_call": "tool_calls", "length": 
 class OpenAIPolicy:
     """Any OpenAI-compatible chat-completions endpoint with tools (OpenAI, vLLM, llama.cpp server, SGLang...).
 
-    Server errors (5xx, 429), connection failures and timeouts are retried with exponential backoff; when
-    the retries are spent the turn raises a retryable ``InfraError`` (the loop may try again later). A 4xx
+    Server errors (5xx, 429), connection failures, timeouts and malformed 200 responses (a body that is not JSON
+    or not a chat completion: kind ``bad_response``) are retried with exponential backoff; when the retries are
+    spent the turn raises a retryable ``InfraError`` (the loop may try again later). A 4xx
     means our request is wrong (bad model name, bad key, context too long): retrying cannot help, so it is
     a non-retryable ``InfraError`` at once.
 
@@ -344,6 +490,10 @@ class OpenAISession:
             except openai.APIResponseValidationError as exc:
                 last = InfraError(f"the server sent a malformed response: {_short(exc)}", kind="bad_response")
                 continue
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a 200 whose body is not JSON: a glitch, retry
+                last = InfraError(f"the server answered with a body that is not JSON: {_short(exc)}",
+                                  kind="bad_response")  # fmt: skip
+                continue
             try:
                 return _to_turn(response, time.perf_counter() - started)
             except _BadResponse as exc:
@@ -356,10 +506,24 @@ class OpenAISession:
 
 
 class _BadResponse(Exception):
-    pass
+    """A 200 that is not a chat completion (a proxy's error page, a truncated body, a wrong shape): retried,
+    since such glitches pass, and an infra error of kind ``bad_response`` once the retries are spent."""
 
 
 def _to_turn(response: Any, latency_s: float) -> AssistantTurn:
+    try:
+        return _turn_of(response, latency_s)
+    except _BadResponse:
+        raise
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:  # the SDK builds models unchecked
+        raise _BadResponse(f"the server returned a malformed chat completion ({type(exc).__name__}: "
+                           f"{_short(exc, 200)})") from exc  # fmt: skip
+
+
+def _turn_of(response: Any, latency_s: float) -> AssistantTurn:
+    if isinstance(response, str | bytes):  # the client hands back the raw body when it is not JSON
+        body = response if isinstance(response, str) else response.decode("utf-8", "replace")
+        raise _BadResponse(f"the server answered with a body that is not a chat completion: {_short(body, 200)!r}")
     choices = getattr(response, "choices", None)
     if not choices:
         raise _BadResponse("the server returned no choices")
@@ -367,6 +531,8 @@ def _to_turn(response: Any, latency_s: float) -> AssistantTurn:
     message = choice.message
     if message is None:
         raise _BadResponse("the server returned a choice without a message")
+    if message.content is not None and not isinstance(message.content, str):
+        raise _BadResponse(f"the server returned message content of type {type(message.content).__name__}, not text")
     calls = []
     for i, tc in enumerate(message.tool_calls or []):
         fn = getattr(tc, "function", None)
@@ -431,6 +597,8 @@ TOKEN_KINDS = ("hf", "gguf", "vllm", "smollm2")
 SPEC_FORMS = (
     "gold                          replay the task's gold actions",
     "gold:drop=P,repeat=P,corrupt=P,seed=N   gold with injected mistakes",
+    "noop                          probe: never calls a tool, says nothing useful (must fail every task)",
+    "gibberish[:seed=N]            probe: random words and random or malformed tool calls (must fail every task)",
     "openai:MODEL[@URL][,k=v...]   OpenAI-compatible server (URL default $OPENAI_BASE_URL; key $OPENAI_API_KEY)",
     "vllm:MODEL@URL[,k=v...]       vLLM server, token-exact",
     "hf:PATH[,k=v...]              transformers model directory, token-exact",
@@ -472,6 +640,40 @@ OPENAI_OPTIONS = ("api_key", "max_retries", "backoff_s", "timeout_s", "temperatu
                   "parallel_tool_calls")  # fmt: skip
 
 
+def _gold(spec: str, options: dict[str, Any]) -> Policy:
+    unknown = sorted(set(options) - {"drop", "repeat", "corrupt", "seed"})
+    if unknown:
+        raise _spec_error(spec, f"unknown gold option(s) {unknown}; gold takes drop, repeat, corrupt, seed")
+    try:
+        return GoldPolicy(**{k: (int(v) if k == "seed" else float(v)) for k, v in options.items()})
+    except (TypeError, ValueError) as exc:
+        raise _spec_error(spec, str(exc)) from None
+
+
+def _noop(spec: str, options: dict[str, Any]) -> Policy:
+    if options:
+        raise _spec_error(spec, f"noop takes no options, got {sorted(options)}")
+    return NoopPolicy()
+
+
+def _gibberish(spec: str, options: dict[str, Any]) -> Policy:
+    unknown = sorted(set(options) - {"seed"})
+    if unknown:
+        raise _spec_error(spec, f"unknown gibberish option(s) {unknown}; gibberish takes seed")
+    seed = options.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise _spec_error(spec, f"gibberish seed= must be an integer, got {seed!r}")
+    return GibberishPolicy(seed=seed)
+
+
+#: Policies that need no model, by spec kind: each factory takes the spec (for errors) and its options.
+BUILTIN_POLICIES: dict[str, Callable[[str, dict[str, Any]], Policy]] = {
+    "gold": _gold,
+    "noop": _noop,
+    "gibberish": _gibberish,
+}
+
+
 def make_policy(spec: str, **overrides: Any) -> Policy:
     """Build a policy from a ``--policy`` SPEC; ``overrides`` win over options written in the spec.
 
@@ -489,18 +691,12 @@ def make_policy(spec: str, **overrides: Any) -> Policy:
     target, *option_parts = rest.split(",") if rest else [""]
     target = target.strip()
     option_parts = [p for p in option_parts if p.strip()]
-    if kind == "gold" and target:  # gold has no target: 'gold:drop=0.3' puts the first option there
+    if kind in BUILTIN_POLICIES and target:  # no target: 'gold:drop=0.3' puts the first option there
         option_parts, target = [target, *option_parts], ""
     options = {**_parse_options(spec, option_parts), **overrides}
 
-    if kind == "gold":
-        unknown = sorted(set(options) - {"drop", "repeat", "corrupt", "seed"})
-        if unknown:
-            raise _spec_error(spec, f"unknown gold option(s) {unknown}; gold takes drop, repeat, corrupt, seed")
-        try:
-            return GoldPolicy(**{k: (int(v) if k == "seed" else float(v)) for k, v in options.items()})
-        except (TypeError, ValueError) as exc:
-            raise _spec_error(spec, str(exc)) from None
+    if kind in BUILTIN_POLICIES:
+        return BUILTIN_POLICIES[kind](spec, options)
     if kind == "openai":
         model, _, url = target.partition("@")
         if not model.strip():

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..world.episode import Episode, ToolCall
 from .noise import UNAVAILABLE_TYPE, NoiseConfig, NoiseInjector, derive_seed, unavailable_observation
+from .parsing import malformed_result
 from .policy import AgentSession, AssistantTurn, InfraError, Message, Policy
 from .trajectory import NoiseEvent, Step, Termination, Trajectory, TurnRecord, Usage
 from .user import ScriptedUser, UserReply, UserSession, UserSimulator
@@ -123,6 +124,7 @@ class _EpisodeRun:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.consecutive_errors = 0
+        self.call_ids: set[str] = set()
 
     async def run(self) -> Trajectory:
         started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
@@ -212,15 +214,17 @@ class _EpisodeRun:
         if got is None:
             return None
         turn, attempts = got
-        # Every call needs an id unique in the episode: tool messages answer it by tool_call_id.
-        turn.tool_calls = [c if c.id else ToolCall(str(c.name), c.arguments, f"call_{index}_{i}")
-                           for i, c in enumerate(turn.tool_calls)]  # fmt: skip
+        renamed = self._unique_call_ids(turn, index)
         self.messages.append(turn.to_message())
         self.prompt_tokens += turn.prompt_tokens
         self.completion_tokens += turn.completion_tokens
         # Whatever a backend reports goes into a JSON line later: make it plain JSON now, so an odd value (a
         # numpy float) cannot fail the write of a finished trajectory.
         meta = json.loads(json.dumps(turn.meta, default=str)) if isinstance(turn.meta, dict) and turn.meta else {}
+        if renamed:
+            meta["renamed_call_ids"] = renamed
+        if turn.token_ids is not None and not turn.token_ids:  # a token-level turn that recorded nothing sampled
+            meta["no_sampled_ids"] = True
         for note in meta.get("perturbations", ()):
             self.perturbations.append({**note, "turn": index})
         self.turns.append(TurnRecord(
@@ -229,6 +233,30 @@ class _EpisodeRun:
             finish_reason=turn.finish_reason, tool_calls=len(turn.tool_calls), meta=meta,
         ))  # fmt: skip
         return turn
+
+    def _unique_call_ids(self, turn: AssistantTurn, index: int) -> dict[str, str]:
+        """Give every call of ``turn`` an id no other call of the episode has; returns {new id: id the model gave}.
+
+        Tool messages answer a call by ``tool_call_id``, so two calls sharing one (a model that writes "call_0"
+        every turn) or a call without one would make the conversation ambiguous. A missing or reused id becomes
+        ``call_{turn}_{i}`` (suffixed if even that is taken), the same way on every rerun; the token buffer keeps
+        what was sampled, and the renames are recorded in the turn's meta.
+        """
+        renamed: dict[str, str] = {}
+        calls = []
+        for i, c in enumerate(turn.tool_calls):
+            given = c.id if isinstance(c.id, str) else ("" if c.id is None else str(c.id))
+            cid = given
+            if not cid or cid in self.call_ids:
+                cid, n = f"call_{index}_{i}", 1
+                while cid in self.call_ids:
+                    cid, n = f"call_{index}_{i}_{n}", n + 1
+                if given:
+                    renamed[cid] = given
+            self.call_ids.add(cid)
+            calls.append(c if cid == c.id else ToolCall(str(c.name), c.arguments, cid, c.problem))
+        turn.tool_calls = calls
+        return renamed
 
     async def _user_turn(self, user_session: UserSession) -> UserReply | None:
         got = await self._with_retries(lambda: user_session.respond(self.messages), source="user",
@@ -274,7 +302,8 @@ class _EpisodeRun:
             kinds.append("tool_failure")
             self.noise_events.append(NoiseEvent(kind="tool_failure", turn=turn, step=index, tool=name))
         else:
-            result = ep.call(name, arguments, call_id=call.id)
+            # A call the parser could not read is not run: the model gets the parser's diagnosis as its error.
+            result = ep.call(name, arguments, call_id=call.id) if call.problem is None else malformed_result(call)
             content = result.content
             mutates = result.mutates
             if result.error is not None:

@@ -2,9 +2,11 @@
 
 Models write tool calls in many dialects. ``parse_tool_calls`` recognises the common ones and always answers:
 a call whose JSON does not parse still comes back as a ``ToolCall`` (``arguments`` is the raw string, the name
-is the best guess or ``""``), so ``Episode.call`` turns it into an ``invalid_arguments`` observation the model
-learns from, instead of the attempt vanishing. Parsing only decides what to route to the world; the token
-buffer keeps the tokens exactly as sampled whatever happens here.
+is the best guess or ``""``) with ``problem`` set to a diagnosis in the model's terms ("your <tool_call> JSON is
+cut off at char 41"). The loop answers such a call with a ``malformed_call`` error carrying that diagnosis
+instead of running it, so the attempt neither vanishes nor comes back as a puzzling "No tool named ''".
+Parsing only decides what to route to the world; the token buffer keeps the tokens exactly as sampled whatever
+happens here.
 
 Formats (``fmt``):
 
@@ -33,7 +35,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..world.episode import ToolCall
+from ..world.episode import ToolCall, ToolResult, unreadable_arguments
+from ..world.errors import ToolError
 
 Format = Literal["auto", "hermes", "qwen3_coder", "llama3", "mistral", "deepseek", "harmony", "json"]
 FORMATS: tuple[str, ...] = ("auto", "hermes", "qwen3_coder", "llama3", "mistral", "deepseek", "harmony", "json")
@@ -52,13 +55,33 @@ _PYTHON_TAG = "<|python_tag|>"
 _H_START, _H_CHANNEL, _H_MESSAGE = "<|start|>", "<|channel|>", "<|message|>"
 _H_ENDS = ("<|end|>", "<|call|>", "<|return|>")
 
+#: How each dialect names a call in a diagnosis, and how a call should have been written (the diagnosis ends
+#: with it, so the model is told the fix, not only the fault).
+_MARKERS = {
+    "hermes": "<tool_call>", "qwen3_coder": "<function=...>", "llama3": "<|python_tag|>", "mistral": "[TOOL_CALLS]",
+    "deepseek": "<｜tool▁call▁begin｜>", "harmony": "to=functions.NAME", "json": "tool call",
+}  # fmt: skip
+_SHAPES = {
+    "hermes": 'Write each call as <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>.',
+    "qwen3_coder": "Write each call as <tool_call><function=TOOL><parameter=KEY>value</parameter></function></tool_call>.",
+    "llama3": 'Write each call as <|python_tag|>{"name": "TOOL", "parameters": {...}}.',
+    "mistral": 'Write calls as [TOOL_CALLS][{"name": "TOOL", "arguments": {...}}].',
+    "deepseek": "Write each call as <｜tool▁call▁begin｜>TOOL<｜tool▁sep｜>{...}<｜tool▁call▁end｜>.",
+    "harmony": "Write each call as to=functions.TOOL<|channel|>commentary json<|message|>{...}<|call|>.",
+    "json": 'Write each call as one JSON object {"name": "TOOL", "arguments": {...}}.',
+}
+#: Longest diagnosis kept (a snippet of the text is quoted, never the whole 1 MB attempt).
+MAX_PROBLEM_CHARS = 600
+
 
 @dataclass(slots=True)
 class ParseResult:
     """What a sampled turn says: visible ``content``, the ``calls`` to route, and any split-off reasoning.
 
-    ``format`` names the dialect that matched (``None`` when there was no call); ``problems`` describes each
-    call that could not be decoded cleanly (the call is still in ``calls`` with raw-string arguments).
+    ``format`` names the dialect that matched (``None`` when there was no call); ``problems`` lists what was
+    wrong with the calls, including notes that did not stop a call from being routed (a missing closing tag
+    after complete JSON). A call that could not be read at all is still in ``calls``, with raw-string
+    arguments and its diagnosis in ``ToolCall.problem``.
     """
 
     content: str
@@ -88,9 +111,89 @@ def parse_tool_calls(text: str, fmt: Format | str = "auto", *, tools: Iterable[d
     for n, call in enumerate(result.calls):
         if not call.id:
             call.id = f"call_{n}"
+        _check_call(call, fmt, result.problems)
     if result.calls:
         result.format = fmt
+    # Text-level backends can hand over lone surrogates (a JSON "\ud800" escape); they cannot be stored as
+    # UTF-8, so they are written out as escapes here rather than failing the trajectory's write later.
+    result.content = _valid_text(result.content)
+    if result.reasoning is not None:
+        result.reasoning = _valid_text(result.reasoning)
     return result
+
+
+def malformed_result(call: ToolCall) -> ToolResult:
+    """The error a call with a parse ``problem`` gets instead of running: the agent's ``malformed_call``."""
+    return ToolResult(call, error=ToolError("malformed_call", call.problem or "the tool call could not be read"))
+
+
+def _check_call(call: ToolCall, fmt: str, problems: list[str]) -> None:
+    """Last checks on every parsed call: a name, arguments a tool could read, text that can be stored."""
+    marker = _MARKERS.get(fmt, "tool call")
+    if _surrogate_free(call.name) is not call.name:
+        call.name = _valid_text(call.name)
+        _flag(call, problems, f"the tool name in your {marker} call contains an invalid \\u escape")
+    if call.problem is None and not call.name.strip():
+        _flag(call, problems, f"your {marker} call has no tool name")
+    if isinstance(call.arguments, dict):
+        reason = unreadable_arguments(call.arguments)
+        if reason is not None:
+            _flag(call, problems, f"in your {marker} call to {_snippet(call.name)}, {reason}")
+            call.arguments = _storable(call.arguments)
+    elif isinstance(call.arguments, str):
+        call.arguments = _valid_text(call.arguments)
+    if call.problem is not None:
+        problem = call.problem if len(call.problem) <= MAX_PROBLEM_CHARS else call.problem[:MAX_PROBLEM_CHARS] + "..."
+        call.problem = _valid_text(f"{problem[0].upper()}{problem[1:]}. {_SHAPES.get(fmt, _SHAPES['json'])}")
+
+
+def _flag(call: ToolCall, problems: list[str], problem: str) -> ToolCall:
+    """Mark ``call`` as unreadable: it is not run, and the model gets ``problem`` back (the first one wins)."""
+    if call.problem is None:
+        call.problem = problem
+    problems.append(problem)
+    return call
+
+
+def _surrogate_free(text: str) -> str | None:
+    """``text`` itself when it is valid Unicode (the common, allocation-free case), else None."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return text
+
+
+def _valid_text(text: str) -> str:
+    ok = _surrogate_free(text)
+    return ok if ok is not None else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _storable(arguments: Any) -> str:
+    """Arguments that cannot be kept as they are (not an object, lone surrogates, huge integers) as JSON text."""
+    try:
+        return json.dumps(arguments)  # ensure_ascii: a lone surrogate becomes the "\ud800" escape the model wrote
+    except (ValueError, RecursionError):
+        return "<arguments not kept: they cannot be written as JSON>"
+
+
+def _snippet(text: str, limit: int = 40) -> str:
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."
+
+
+def _json_problem(what: str, text: str, exc: json.JSONDecodeError) -> str:
+    """A decode error in the model's terms: cut off (and where), or invalid at a char with the text around it."""
+    end = len(text.rstrip())
+    if exc.msg == _TOO_DEEP:
+        return f"{what} is nested too deeply to read"
+    if exc.msg == _TOO_LONG:
+        return f"{what} holds a number with more than 4,300 digits"
+    if exc.pos >= end or exc.msg.startswith("Unterminated string"):
+        return f"{what} is cut off at char {end}: it ends before its brackets and quotes are closed"
+    near = text[max(0, exc.pos - 20):exc.pos + 20]
+    return f"{what} is not valid JSON: {exc.msg} at char {exc.pos} (near {near!r})"
 
 
 def _detect(text: str) -> str:
@@ -112,20 +215,31 @@ def _detect(text: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------- helpers
+_TOO_DEEP, _TOO_LONG = "nesting too deep", "number too long"
+
+
 def _loads(text: str) -> Any:
-    """``json.loads`` that reports absurd nesting (``[[[[...``) as a decode error instead of a RecursionError."""
+    """``json.loads`` that reports absurd nesting (``[[[[...``) and integers over Python's 4,300-digit limit as
+    decode errors, not as a RecursionError or ValueError escaping the parser."""
     try:
         return json.loads(text)
+    except json.JSONDecodeError:
+        raise
     except RecursionError:
-        raise json.JSONDecodeError("nesting too deep", text, 0) from None
+        raise json.JSONDecodeError(_TOO_DEEP, text, 0) from None
+    except ValueError:
+        raise json.JSONDecodeError(_TOO_LONG, text, 0) from None
 
 
 def _raw_decode(text: str, pos: int = 0) -> tuple[Any, int]:
     try:
         return _DECODER.raw_decode(text, pos)
+    except json.JSONDecodeError:
+        raise
     except RecursionError:
-        raise json.JSONDecodeError("nesting too deep", text, pos) from None
-
+        raise json.JSONDecodeError(_TOO_DEEP, text, pos) from None
+    except ValueError:
+        raise json.JSONDecodeError(_TOO_LONG, text, pos) from None
 
 
 def _split_reasoning(text: str) -> tuple[str | None, str]:
@@ -153,7 +267,7 @@ def _param_types(tools: Iterable[dict[str, Any]] | None) -> dict[str, dict[str, 
     return out
 
 
-def _call_from_obj(obj: Any, problems: list[str]) -> ToolCall | None:
+def _call_from_obj(obj: Any, problems: list[str], marker: str = "tool call") -> ToolCall | None:
     """A ``ToolCall`` from a decoded ``{"name", "arguments"|"parameters"}`` object, or None if it is not one."""
     if not isinstance(obj, dict):
         return None
@@ -162,22 +276,30 @@ def _call_from_obj(obj: Any, problems: list[str]) -> ToolCall | None:
     if not isinstance(name, str):
         return None
     args: Any = fn.get("arguments", fn.get("parameters", {}))
+    problem = None
     if isinstance(args, str):  # double-encoded arguments: decode once more, keep the raw text if that fails
         try:
             decoded = _loads(args) if args.strip() else {}
-        except json.JSONDecodeError:
-            problems.append(f"arguments of {name!r} are a string that is not JSON")
+        except json.JSONDecodeError as exc:
+            problem = _json_problem(f"the \"arguments\" string of your {marker} call to {_snippet(name)}", args, exc)
             decoded = args
         args = decoded
     if not isinstance(args, (dict, str)):
-        problems.append(f"arguments of {name!r} are a JSON {type(args).__name__}, not an object")
-        args = json.dumps(args, ensure_ascii=False)
+        problem = f"the arguments of your {marker} call to {_snippet(name)} are a JSON {_json_type(args)}, not an object"
+        args = _storable(args)
     call_id = obj.get("id") if isinstance(obj.get("id"), str) and obj.get("id") else None
-    return ToolCall(name=name, arguments=args, id=call_id)
+    call = ToolCall(name=name, arguments=args, id=call_id)
+    return _flag(call, problems, problem) if problem is not None else call
+
+
+def _json_type(value: Any) -> str:
+    return {list: "array", bool: "boolean", int: "number", float: "number", type(None): "null"}.get(type(value), "value")
 
 
 def _raw_call(body: str, problems: list[str], reason: str) -> ToolCall:
-    """The best-effort call for a body that did not decode: a guessed name and the raw arguments text."""
+    """The best-effort call for a body that did not decode: a guessed name and the raw arguments text.
+
+    ``reason`` is the diagnosis the model gets back (the call is flagged, never run)."""
     m = _NAME_GUESS.search(body, 0, 20_000)
     name = m.group(1) if m else ""
     raw = body.strip()
@@ -190,19 +312,21 @@ def _raw_call(body: str, problems: list[str], reason: str) -> ToolCall:
                 if raw.endswith("}") and body.strip().startswith("{"):
                     raw = raw[:-1].rstrip()  # the closing brace of the outer {"name", "arguments"} object
             break
-    problems.append(f"{reason} (call {name or '?'})")
-    return ToolCall(name=name, arguments=raw)
+    return _flag(ToolCall(name=name, arguments=raw), problems, reason)
 
 
-def _decode_call(body: str, problems: list[str]) -> ToolCall:
+def _decode_call(body: str, problems: list[str], marker: str) -> ToolCall:
     stripped = body.strip()
+    if not stripped:
+        return _flag(ToolCall(name="", arguments=""), problems, f"your {marker} call is empty")
     try:
         obj = _loads(stripped)
     except json.JSONDecodeError as exc:
-        return _raw_call(body, problems, f"tool call is not valid JSON ({exc.msg} at char {exc.pos})")
-    call = _call_from_obj(obj, problems)
+        return _raw_call(body, problems, _json_problem(f"your {marker} JSON", stripped, exc))
+    call = _call_from_obj(obj, problems, marker)
     if call is None:
-        return _raw_call(body, problems, "tool call JSON has no string 'name'")
+        what = "is not a JSON object" if not isinstance(obj, dict) else 'has no string "name"'
+        return _raw_call(body, problems, f"your {marker} JSON {what}")
     return call
 
 
@@ -227,9 +351,9 @@ def _parse_hermes(text: str, _: dict[str, dict[str, Any]]) -> ParseResult:
         body_start = start + len(TOOL_CALL_OPEN)
         end = text.find(TOOL_CALL_CLOSE, body_start)
         body = text[body_start:] if end < 0 else text[body_start:end]
-        if end < 0:
+        if end < 0:  # a note only: complete JSON before the cut still runs
             problems.append("tool call is not closed with </tool_call> (cut by the length limit?)")
-        calls.append(_decode_call(body, problems))
+        calls.append(_decode_call(body, problems, TOOL_CALL_OPEN))
         if end < 0:
             break
         pos = end + len(TOOL_CALL_CLOSE)
@@ -268,16 +392,20 @@ def _parse_qwen3_coder(text: str, schemas: dict[str, dict[str, Any]]) -> ParseRe
         name_end = text.find(">", fstart)
         fend = text.find("</function>", fstart)
         if name_end < 0 or (fend >= 0 and name_end > fend):
-            problems.append("<function=...> tag is not closed")
             guess = text[fstart + len("<function="):fstart + 210].split("\n")[0].strip()
-            calls.append(ToolCall(name=guess, arguments=text[fstart:]))
+            calls.append(_flag(ToolCall(name=guess, arguments=text[fstart:]), problems,
+                               f"your <function={guess[:40]}...> tag is not closed with '>'"))
             break
         name = text[fstart + len("<function="):name_end].strip()
+        bad: list[str] = []
+        if "<" in name or "\n" in name:  # the '>' found belongs to a later tag: this one was never closed
+            name = name.split("\n")[0].split("<")[0].strip()
+            bad.append(f"your <function={name[:40]} tag is not closed with '>' before the next line or tag")
         block_end = fend if fend >= 0 else len(text)
         if fend < 0:
-            problems.append(f"</function> missing for {name!r} (cut by the length limit?)")
-        calls.append(ToolCall(name=name, arguments=_xml_parameters(text, name_end, block_end, schemas.get(name, {}),
-                                                                    name, problems)))
+            problems.append(f"</function> missing for {name[:200]!r} (cut by the length limit?)")
+        call = ToolCall(name=name, arguments=_xml_parameters(text, name_end, block_end, schemas.get(name, {}), name, bad))
+        calls.append(_flag(call, problems, bad[0]) if bad else call)
         if fend < 0:
             break
         pos = fend + len("</function>")
@@ -297,7 +425,7 @@ def _xml_parameters(text: str, start: int, end: int, types: dict[str, Any], name
     while p >= 0:
         key_end = text.find(">", p, end)
         if key_end < 0:
-            problems.append(f"<parameter=...> tag of {name!r} is not closed")
+            problems.append(f"a <parameter=...> tag of your <function={name[:40]}> call is not closed with '>'")
             break
         key = text[p + len("<parameter="):key_end].strip()
         if 0 <= vend < key_end:
@@ -339,7 +467,7 @@ def _parse_llama3(text: str, schemas: dict[str, dict[str, Any]]) -> ParseResult:
     for _, obj_end, obj in _json_objects(text, start):
         end = obj_end
         for item in obj if isinstance(obj, list) else [obj]:
-            call = _call_from_obj(item, problems)
+            call = _call_from_obj(item, problems, _PYTHON_TAG)
             if call is not None:
                 calls.append(call)
     rest = text[end:]
@@ -348,7 +476,7 @@ def _parse_llama3(text: str, schemas: dict[str, dict[str, Any]]) -> ParseResult:
             return _parse_json(text, schemas)
         body = text[start:]
         if body.strip():
-            calls.append(_decode_call(body, problems))
+            calls.append(_decode_call(body, problems, _PYTHON_TAG))
             rest = ""
     return ParseResult(_join([head, rest]), calls, problems=problems)
 
@@ -367,13 +495,18 @@ def _parse_mistral(text: str, _: dict[str, dict[str, Any]]) -> ParseResult:
         if stripped.startswith("[") or stripped.startswith("{"):
             decoded = next(iter(_json_objects(seg, 0)), None)
             if decoded is None:
-                calls.append(_raw_call(seg, problems, "[TOOL_CALLS] payload is not valid JSON"))
+                try:
+                    _loads(stripped)
+                    reason = f"your {_MISTRAL_CALLS} JSON is not valid JSON"
+                except json.JSONDecodeError as exc:
+                    reason = _json_problem(f"your {_MISTRAL_CALLS} JSON", stripped, exc)
+                calls.append(_raw_call(seg, problems, reason))
             else:
                 _, end, obj = decoded
                 for item in obj if isinstance(obj, list) else [obj]:
-                    call = _call_from_obj(item, problems)
+                    call = _call_from_obj(item, problems, _MISTRAL_CALLS)
                     if call is None:
-                        call = _raw_call(json.dumps(item, ensure_ascii=False), problems, "[TOOL_CALLS] item has no name")
+                        call = _raw_call(_storable(item), problems, f'an item of your {_MISTRAL_CALLS} list has no "name"')
                     calls.append(call)
                 content.append(seg[end:])
         else:  # tekken v7+: NAME[ARGS]{...} (optionally NAME[CALL_ID]id[ARGS]{...})
@@ -384,22 +517,25 @@ def _parse_mistral(text: str, _: dict[str, dict[str, Any]]) -> ParseResult:
                 head, _, call_id = head.partition(_MISTRAL_CALL_ID)
             name = head.strip()
             if args_at < 0:
-                problems.append(f"[TOOL_CALLS]{name} has no [ARGS]")
-                calls.append(ToolCall(name=name, arguments="", id=call_id.strip() if call_id else None))
+                calls.append(_flag(ToolCall(name=name, arguments="", id=call_id.strip() if call_id else None), problems,
+                                   f"your {_MISTRAL_CALLS}{name[:40]} call has no {_MISTRAL_ARGS}"))
             else:
                 raw = seg[args_at + len(_MISTRAL_ARGS):]
+                problem = None
                 try:
                     obj, end = _raw_decode(raw.lstrip())
                     if isinstance(obj, dict):
                         args: Any = obj
                     else:
-                        problems.append(f"arguments of {name!r} are not a JSON object")
+                        problem = f"the {_MISTRAL_ARGS} of your {_MISTRAL_CALLS}{name[:40]} call are not a JSON object"
                         args = raw.strip()
                     content.append(raw.lstrip()[end:])
                 except json.JSONDecodeError as exc:
-                    problems.append(f"arguments of {name!r} are not valid JSON ({exc.msg})")
+                    problem = _json_problem(f"the {_MISTRAL_ARGS} JSON of your {_MISTRAL_CALLS}{name[:40]} call",
+                                            raw.strip(), exc)
                     args = raw.strip()
-                calls.append(ToolCall(name=name, arguments=args, id=call_id.strip() if call_id else None))
+                call = ToolCall(name=name, arguments=args, id=call_id.strip() if call_id else None)
+                calls.append(_flag(call, problems, problem) if problem else call)
         pos = nxt
     return ParseResult(_join(content), calls, problems=problems)
 
@@ -420,23 +556,25 @@ def _parse_deepseek(text: str, _: dict[str, dict[str, Any]]) -> ParseResult:
         name, sep, args_text = body.partition(_DS_SEP)
         name = name.strip()
         if not sep:
-            problems.append("DeepSeek tool call has no <｜tool▁sep｜>")
-            calls.append(ToolCall(name=name, arguments=""))
+            calls.append(_flag(ToolCall(name=name[:200], arguments=body), problems,
+                               f"your {_DS_CALL_BEGIN} call has no {_DS_SEP} between the tool name and its JSON"))
         else:
             if name == "function":  # DeepSeek-V3 style: function<sep>NAME\n```json\n{...}\n```
                 name, _, args_text = args_text.partition("\n")
                 name = name.strip()
                 args_text = args_text.strip().removeprefix("```json").removeprefix("```").removesuffix("```")
+            problem = None
             try:
                 obj = _loads(args_text) if args_text.strip() else {}
                 args: Any = obj if isinstance(obj, dict) else args_text.strip()
                 if not isinstance(obj, dict):
-                    problems.append(f"arguments of {name!r} are not a JSON object")
+                    problem = f"the arguments of your {_DS_CALL_BEGIN}{name[:40]} call are not a JSON object"
             except json.JSONDecodeError as exc:
-                problems.append(f"arguments of {name!r} are not valid JSON ({exc.msg})")
+                problem = _json_problem(f"the JSON of your {_DS_CALL_BEGIN}{name[:40]} call", args_text.strip(), exc)
                 args = args_text.strip()
-            calls.append(ToolCall(name=name, arguments=args))
-        if end < 0:
+            call = ToolCall(name=name, arguments=args)
+            calls.append(_flag(call, problems, problem) if problem else call)
+        if end < 0:  # a note only: complete JSON before the cut still runs
             problems.append("DeepSeek tool call is not closed (cut by the length limit?)")
             break
         pos = text.find(_DS_CALL_BEGIN, end)
@@ -470,15 +608,17 @@ def _parse_harmony(text: str, schemas: dict[str, dict[str, Any]]) -> ParseResult
         channel_name = channel[0] if channel else ""
         if recipient.startswith("functions."):
             name = recipient[len("functions."):]
+            problem = None
             try:
                 obj = _loads(body) if body.strip() else {}
                 args: Any = obj if isinstance(obj, dict) else body
                 if not isinstance(obj, dict):
-                    problems.append(f"arguments of {name!r} are not a JSON object")
+                    problem = f"the message of your to=functions.{name[:40]} call is not a JSON object"
             except json.JSONDecodeError as exc:
-                problems.append(f"arguments of {name!r} are not valid JSON ({exc.msg})")
+                problem = _json_problem(f"the JSON message of your to=functions.{name[:40]} call", body.strip(), exc)
                 args = body.strip()
-            calls.append(ToolCall(name=name, arguments=args))
+            call = ToolCall(name=name, arguments=args)
+            calls.append(_flag(call, problems, problem) if problem else call)
         elif channel_name == "analysis":
             analysis.append(body)
         elif channel_name == "final":
@@ -524,9 +664,10 @@ def _parse_json(text: str, _: dict[str, dict[str, Any]]) -> ParseResult:
             tries += 1
             try:
                 obj, end = _raw_decode(text, brace)
-            except json.JSONDecodeError:
+            except json.JSONDecodeError as exc:
                 if _NAME_GUESS.match(text, key) and ('"arguments"' in text[key:key + 400] or '"parameters"' in text[key:key + 400]):
-                    calls.append(_raw_call(text[brace:], problems, "tool call JSON does not parse"))
+                    reason = _json_problem("your tool call JSON", text[brace:], _shift(exc, brace))
+                    calls.append(_raw_call(text[brace:], problems, reason))
                     spans.append((brace, len(text)))
                     break
                 pos = key + 6
@@ -545,6 +686,11 @@ def _parse_json(text: str, _: dict[str, dict[str, Any]]) -> ParseResult:
     return ParseResult(_join(content_parts) if calls else text.strip(), calls, problems=problems)
 
 
+def _shift(exc: json.JSONDecodeError, offset: int) -> json.JSONDecodeError:
+    """A decode error of ``doc[offset:]`` re-expressed relative to that slice (positions the model can count)."""
+    return json.JSONDecodeError(exc.msg, exc.doc[offset:], max(0, exc.pos - offset))
+
+
 def _calls_in_json_obj(obj: Any, problems: list[str]) -> list[ToolCall]:
     items = obj if isinstance(obj, list) else [obj]
     out: list[ToolCall] = []
@@ -559,9 +705,9 @@ def _calls_in_json_obj(obj: Any, problems: list[str]) -> list[ToolCall]:
 def _calls_in_json(body: str, problems: list[str]) -> list[ToolCall] | None:
     try:
         obj = _loads(body)
-    except json.JSONDecodeError:
+    except json.JSONDecodeError as exc:
         if _NAME_GUESS.search(body, 0, 2000) and ('"arguments"' in body[:4000] or '"parameters"' in body[:4000]):
-            return [_raw_call(body, problems, "fenced tool call JSON does not parse")]
+            return [_raw_call(body, problems, _json_problem("your fenced ```json tool call", body, exc))]
         return None
     found = _calls_in_json_obj(obj, problems)
     return found or None

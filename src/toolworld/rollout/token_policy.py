@@ -41,6 +41,9 @@ class Generation:
     ids: list[int]
     logprobs: list[float]
     finish_reason: Literal["stop", "length"]
+    #: How many of ``logprobs`` the engine could not take from the sampling step and computed afterwards over
+    #: the same prefix (llama.cpp withholds some; see ``engines.gguf``): close to, not bit-equal with, sampling.
+    rescored: int = 0
 
 
 @runtime_checkable
@@ -106,7 +109,10 @@ class TokenSession:
         text = self.conversation.record_sampled(ids, logprobs, len(messages))
         self._turn += 1
         parsed = parse_tool_calls(text, policy.tool_format, tools=self._tools)
-        finish: FinishReason = "tool_calls" if parsed.calls else gen.finish_reason
+        # A turn cut by the length limit stays "length" whatever the lenient parser made of it: a half-written
+        # call (an order id cut mid-way) must never run, and the loop ends the episode as max_tokens.
+        finish: FinishReason = "tool_calls" if parsed.calls and gen.finish_reason != "length" else gen.finish_reason
+        rescored = int(getattr(gen, "rescored", 0) or 0)
         return AssistantTurn(
             content=parsed.content,
             tool_calls=parsed.calls,
@@ -118,6 +124,7 @@ class TokenSession:
             prompt_tokens=len(prompt),
             completion_tokens=len(ids),
             latency_s=time.perf_counter() - started,
+            meta={"rescored_logprobs": rescored} if rescored else {},
         )
 
     async def aclose(self) -> None:

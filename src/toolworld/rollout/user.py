@@ -62,11 +62,14 @@ def last_assistant_text(messages: list[Message]) -> str:
 # -- scripted -------------------------------------------------------------------------------------------
 
 # A confirmation request: the agent is about to act and wants a yes. Checked before fact requests, since
-# "Shall I cancel order #W1?" names an order but asks for consent, not for the order number.
+# "Shall I cancel order #W1?" names an order but asks for consent, not for the order number. Scorers credit a
+# write only after the user's yes, so every common way of asking for one must get it here.
 _CONFIRM = re.compile(
-    r"\b(?:shall i|should i|would you like me to|do you want me to|want me to|may i|proceed|go ahead|yes/no|"
-    r"yes or no|confirm (?:that|the|this|whether|if|you want|you'd like|you would like)|"
-    r"is (?:that|this) (?:ok|okay|correct|right|fine)|are you sure|do you confirm)\b|please confirm[.!]?\s*$",
+    r"\b(?:shall i|should i|shall we|should we|would you like me to|do you want me to|want me to|may i|proceed|"
+    r"go ahead|yes/no|yes or no|confirm (?:that|the|this|whether|if|you want|you'd like|you would like)|"
+    r"is (?:that|this|it) (?:ok|okay|correct|right|fine|alright|all right)|(?:ok|okay|alright|fine) (?:to|if i)|"
+    r"(?:does|do) (?:that|this|these) (?:sound|look) (?:good|right|ok|okay|correct|fine)|sounds? good|"
+    r"are you sure|do you confirm|can you confirm (?:that|you)|do you agree)\b|please confirm[.!]?\s*$",
     re.IGNORECASE,
 )
 # Imperative requests count as questions ("Please provide your email.").
@@ -108,7 +111,9 @@ def _say(key: str, value: Any) -> str:
     spoken = _SPOKEN.get(key, key.replace("_", " "))
     if isinstance(value, list | tuple):
         text = ", ".join(str(v) for v in value)
-        return f"My {spoken} {'are' if len(value) > 1 else 'is'} {text}."
+        if len(value) == 1:  # one order: "my order number is", not "my order numbers is"
+            return f"My {spoken.removesuffix('s')} is {text}."
+        return f"My {spoken} are {text}."
     if isinstance(value, dict):
         text = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in value.items())
         return f"My {spoken}: {text}."

@@ -1,5 +1,5 @@
-"""Scoring: verifiers (change-set against gold, collateral damage, stated outputs), reward components,
-pass@k / pass^k and the first divergent step.
+"""Scoring: verifiers (change-set against gold, collateral damage, stated outputs, refusals with their reason,
+conduct: identification and confirmation), reward components, pass@k / pass^k and the first divergent step.
 
 ``score_trajectory(task, trajectory)`` gives a :class:`Score` per trial; ``summarize`` turns a run's
 trajectories and scores into its ``summary.json``. Nothing here runs a model.
@@ -7,9 +7,10 @@ trajectories and scores into its ``summary.json``. Nothing here runs a model.
 
 from .align import Alignment, align
 from .changes import Diff, compare_changes
+from .conduct import check_confirmed, check_identified, is_affirmative
 from .metrics import pass_at_k, pass_hat_k, percentile, summarize
 from .model import SCORER_VERSION, Component, Score
-from .outputs import check_outputs, output_kind, value_found
+from .outputs import check_outputs, cites_reason, output_kind, refuses, states_refusal, value_found
 from .verify import WEIGHTS, score_trajectory
 
 __all__ = [
@@ -20,13 +21,19 @@ __all__ = [
     "Diff",
     "Score",
     "align",
+    "check_confirmed",
+    "check_identified",
     "check_outputs",
+    "cites_reason",
     "compare_changes",
+    "is_affirmative",
     "output_kind",
     "pass_at_k",
     "pass_hat_k",
     "percentile",
+    "refuses",
     "score_trajectory",
+    "states_refusal",
     "summarize",
     "value_found",
 ]

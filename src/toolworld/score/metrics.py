@@ -81,6 +81,36 @@ def _groups(rows: Iterable[tuple[str, bool]]) -> dict[str, dict[str, Any]]:
     return {key: {"n": n[key], "success_rate": _rate(hits[key], n[key])} for key in sorted(n)}
 
 
+#: The counts of :func:`token_integrity`, in the order summaries and reports show them.
+INTEGRITY_KEYS = ("bridge_breaks", "divergences", "turns_without_sampled_ids", "rescored_logprobs", "renamed_call_ids")
+
+
+def token_integrity(traj: Trajectory | Mapping[str, Any]) -> dict[str, int]:
+    """What a trajectory's token record went through, each a count (0 when all is exact).
+
+    - ``bridge_breaks``: template bridge fallbacks (new messages re-rendered instead of appended as a delta);
+    - ``divergences``: appends after which the buffer was not a token prefix of a full render (when checked);
+    - ``turns_without_sampled_ids``: token-level turns that recorded no sampled id (nothing to train on);
+    - ``rescored_logprobs``: logprobs the engine recomputed after sampling (llama.cpp withholds some);
+    - ``renamed_call_ids``: tool-call ids the loop rewrote because the model reused one or gave none.
+    """
+    if isinstance(traj, Mapping):  # a stored trajectory as plain JSON data (the report reads those)
+        buf, turns = traj.get("token_buffer"), traj.get("turns") or []
+        metas = [t.get("meta") if isinstance(t, Mapping) else None for t in turns]
+    else:
+        buf, metas = traj.token_buffer, [t.meta for t in traj.turns]
+    buf = buf if isinstance(buf, Mapping) else {}
+    metas = [m if isinstance(m, Mapping) else {} for m in metas]
+    events = [e for e in buf.get("events") or () if isinstance(e, Mapping)]
+    return {
+        "bridge_breaks": int(buf.get("breaks") or 0),
+        "divergences": sum(e.get("kind") == "divergence" for e in events),
+        "turns_without_sampled_ids": sum(bool(m.get("no_sampled_ids")) for m in metas),
+        "rescored_logprobs": sum(int(m.get("rescored_logprobs") or 0) for m in metas),
+        "renamed_call_ids": sum(len(m.get("renamed_call_ids") or ()) for m in metas),
+    }
+
+
 def summarize(tasks: Mapping[str, Task], trajectories: Sequence[Trajectory], scores: Sequence[Score], *,
               trials: int) -> dict[str, Any]:  # fmt: skip
     """The run's ``summary.json``: success, pass@k / pass^k and breakdowns over the scored (non-infra) trials.
@@ -164,6 +194,10 @@ def summarize(tasks: Mapping[str, Task], trajectories: Sequence[Trajectory], sco
     noise = {"episodes_with_noise": len(noisy), "success_rate_with_noise": _rate(sum(noisy), len(noisy)),
              "success_rate_without_noise": _rate(sum(clean), len(clean)),
              "episodes_with_perturbations": sum(bool(t.perturbations) for t, _ in scored)}  # fmt: skip
+    # Over every episode, infra errors included: these describe the recorded data, not the agent.
+    integrity = [token_integrity(t) for t, _ in pairs]
+    token_record = {key: sum(i[key] for i in integrity) for key in INTEGRITY_KEYS}
+    token_record["episodes_affected"] = sum(any(i.values()) for i in integrity)
     return {
         "trials": trials,
         "tasks": len({s.task_id for s in scores}),
@@ -185,6 +219,7 @@ def summarize(tasks: Mapping[str, Task], trajectories: Sequence[Trajectory], sco
         "divergence": dict(sorted(divergence.items(), key=lambda kv: (kv[0] == "none", int(kv[0]) if kv[0] != "none" else 0))),
         "terminations": dict(sorted(Counter(t.termination for t, _ in scored).items())),
         "tokens": tokens,
+        "token_integrity": token_record,
         "latency": latency,
         "noise": noise,
         "scorer_version": SCORER_VERSION,

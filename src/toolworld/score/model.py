@@ -13,13 +13,14 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 #: Bumped whenever a rule changes what a trajectory scores, so stored scores say which rules produced them.
-SCORER_VERSION = "toolworld-score/1"
+SCORER_VERSION = "toolworld-score/2"
 
 
 class Component(BaseModel):
     """One reward component: a named check with its weight and a reason a person can act on."""
 
-    name: str = Field(description="'state', 'outputs' or 'refusal'.")
+    name: str = Field(description="'state', 'outputs', 'refusal', 'identified' or 'confirmed' (which apply depends "
+                      "on the task's kind; see toolworld.score.verify).")
     passed: bool
     weight: float = Field(description="Share of the reward; weights of a score's components sum to 1.")
     reason: str = Field(description="What was missing, wrong or extra, or why the check passed.")
@@ -31,8 +32,9 @@ class Score(BaseModel):
     task_id: str
     trial: int
     reward: float = Field(description="Weighted sum of the passed components, in [0, 1]; 1.0 only on success.")
-    success: bool = Field(description="State equals gold (nothing missing, wrong or extra), every expected output "
-                          "was said, and a refusal task left the state unchanged.")  # fmt: skip
+    success: bool = Field(description="Every component that applies passed: the state is gold's (a refusal or "
+                          "info task: unchanged), every expected output was said, a refusal was said with its reason, "
+                          "the customer was identified first and every write was confirmed.")  # fmt: skip
     components: list[Component] = Field(default_factory=list)
     missing_changes: list[dict[str, Any]] = Field(
         default_factory=list, description="Gold changes the agent did not make: {table, op, key, changed}.")

@@ -1,7 +1,9 @@
 """``toolworld rescore / report / export``: work on a stored run without running the model again.
 
 Also the end of ``toolworld run`` (:func:`finish_run`): the summary and the report are always computed from
-the store, so a resumed run, a re-scored run and a fresh run give the same files for the same trials.
+the store, so a resumed run, a re-scored run and a fresh run give the same files for the same trials. A stored
+row that cannot be read is skipped with one warning line on stderr naming it (:func:`print_damage`); a file that
+is not a readable store at all is a structured ``damaged_run`` error.
 """
 
 from __future__ import annotations
@@ -30,11 +32,17 @@ def register(app: typer.Typer) -> None:
     app.command("export")(export)
 
 
-def _open_or_fail(out: Path) -> RunStore:
+def print_damage(line: str) -> None:
+    """How every command reports a stored row it had to skip: one line on stderr, and the command goes on."""
+    err_console.print(f"warning: {line}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+
+
+def _open_or_fail(out: Path, *, writer: bool = False) -> RunStore:
+    """The run store in ``out`` (``writer``: locked against a run or another rescore), or a structured error."""
     from .runstore import RunStore, StoreError
 
     try:
-        return RunStore.open(out)
+        return RunStore.open(out, writer=writer, on_damage=print_damage)
     except StoreError as exc:
         fail(exc.kind, str(exc))
 
@@ -129,34 +137,56 @@ def rescore(
 
     Rewrites the scores in run.db, summary.json and report.html; prints how many scores changed.
     """
-    from ..score import score_trajectory
+    from .runstore import StoreError
 
-    store = _open_or_fail(out)
-    tasks = {t.id: t for t in store.tasks()}
-    new, changed = [], []
-    for traj, old, _facts in store.trials():
-        score = score_trajectory(tasks[traj.task_id], traj)
-        new.append(score)
-        if old is None or old.model_dump(mode="json") != score.model_dump(mode="json"):
-            changed.append((traj.task_id, traj.trial))
+    store = _open_or_fail(out, writer=not check)
+    try:
+        tasks = {t.id: t for t in store.tasks()}
+        new, changed = _rescored(store, tasks)
+    except StoreError as exc:
+        store.close()
+        fail(exc.kind, str(exc))
     if check:
         store.close()
         for task_id, trial in changed[:20]:
             console.print(f"differs: {task_id} trial {trial}", highlight=False, markup=False)
         console.print(f"{len(new)} trials re-scored, {len(changed)} differ from the stored scores", highlight=False)
         raise typer.Exit(1 if changed else 0)
-    store.replace_scores(new)
-    summary, report_path = finish_run(store, out)
-    store.close()
+    try:
+        store.replace_scores(new)
+        summary, report_path = finish_run(store, out)
+    except StoreError as exc:
+        fail(exc.kind, str(exc))
+    finally:
+        store.close()
     print_run_summary(summary, out, report_path)
     console.print(f"{len(new)} trials re-scored, {len(changed)} changed", highlight=False)
 
 
+def _rescored(store: RunStore, tasks: dict[str, Any]) -> tuple[list[Any], list[tuple[str, int]]]:
+    """New scores of every readable trial, and the (task, trial) pairs whose score changed."""
+    from ..score import score_trajectory
+
+    new, changed = [], []
+    for traj, old, _facts in store.trials():
+        score = score_trajectory(tasks[traj.task_id], traj)
+        new.append(score)
+        if old is None or old.model_dump(mode="json") != score.model_dump(mode="json"):
+            changed.append((traj.task_id, traj.trial))
+    return new, changed
+
+
 def report(out: RunDir) -> None:
     """Write DIR/report.html (self-contained, works offline) from the stored run; also refreshes summary.json."""
+    from .runstore import StoreError
+
     store = _open_or_fail(out)
-    _summary, path = finish_run(store, out)
-    store.close()
+    try:
+        _summary, path = finish_run(store, out)
+    except StoreError as exc:
+        fail(exc.kind, str(exc))
+    finally:
+        store.close()
     if path is None:
         fail("report_failed", f"could not write {out / REPORT} (see the message above)")
     console.print(f"report: {path}", highlight=False, markup=False, soft_wrap=True)
@@ -165,27 +195,39 @@ def report(out: RunDir) -> None:
 def export(
     out: RunDir,
     fmt: Annotated[str, typer.Option("--format", help="jsonl (trajectories with scores and token buffers), parquet "
-                                     "(one row per trial), or sft (chat conversations with tools).")] = "jsonl",
+                                     "(one row per trial), chat (OpenAI-shape conversations with tools), sft "
+                                     "(conversations rendered through a model's chat template: input_ids and "
+                                     "assistant_masks), or tokens (a token-level run's ids, loss mask, logprobs and "
+                                     "reward per trial).")] = "jsonl",
     output: Annotated[Path | None, typer.Option("-o", "--output", help="File to write; default DIR/trajectories.jsonl, "
-                                                "DIR/trajectories.parquet or DIR/sft.jsonl.")] = None,
-    include_failed: Annotated[bool, typer.Option("--all", help="sft: include unsuccessful trials too (never "
+                                                "DIR/trajectories.parquet, or DIR/FORMAT.parquet for chat, sft and "
+                                                "tokens (which write JSON lines to a .jsonl name).")] = None,
+    include_failed: Annotated[bool, typer.Option("--all", help="chat, sft: include unsuccessful trials too (never "
                                                  "infra-errored ones).")] = False,
+    tokenizer: Annotated[Path | None, typer.Option("--tokenizer", help="sft: tokenizer folder (or .gguf file) of "
+                                                   "the model to train; default: the run's own policy's.")] = None,
 ) -> None:
-    """Export a stored run for training or analysis."""
-    from .export import DEFAULT_NAMES, EXPORT_FORMATS, export_run
+    """Export a stored run for training or analysis.
+
+    Example: toolworld export runs/gold --format sft --tokenizer ./Qwen3-8B
+    """
+    from .export import DEFAULT_NAMES, EXPORT_FORMATS, ExportError, export_run
+    from .runstore import StoreError
 
     fmt = fmt.strip().lower()
     if fmt not in EXPORT_FORMATS:
         fail("invalid_option", f"--format must be one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}")
+    if tokenizer is not None and fmt != "sft":
+        fail("invalid_option", f"--tokenizer applies to --format sft only, not {fmt}")
     store = _open_or_fail(out)
     target = output or out / DEFAULT_NAMES[fmt]
     try:
-        n = export_run(store, fmt, target, include_failed=include_failed)
-    except RuntimeError as exc:
-        fail("missing_dependency", str(exc))
+        n = export_run(store, fmt, target, include_failed=include_failed, tokenizer=tokenizer)
+    except (ExportError, StoreError) as exc:
+        fail(exc.kind, str(exc))
     except OSError as exc:
         fail("unwritable_output", f"cannot write {target}: {exc}")
     finally:
         store.close()
-    console.print(f"wrote {n} {'conversations' if fmt == 'sft' else 'trials'} to {target}", highlight=False,
-                  markup=False)  # fmt: skip
+    console.print(f"wrote {n} {'conversations' if fmt in ('chat', 'sft') else 'trials'} to {target}",
+                  highlight=False, markup=False)  # fmt: skip

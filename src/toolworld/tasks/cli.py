@@ -164,7 +164,7 @@ def export(
     file: FileArg,
     out: Annotated[Path, typer.Option("-o", "--out", help="Output .parquet file.")],
 ) -> None:
-    """Export a task file to Parquet (needs the `data` extra: pip install 'toolworld[data]')."""
+    """Export a task file to Parquet (needs the `data` extra: pip install 'toolworld\\[data]')."""
     from .model import export_parquet
 
     ts = _load(file)

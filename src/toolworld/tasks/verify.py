@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..world import World, WorldError, get_world
-from .generate import output_digest
+from .generate import GENERATOR_VERSION, output_digest
 from .model import Task
 
 
@@ -34,7 +34,20 @@ class Failure:
 
 
 def verify_task(task: Task, world: World) -> Failure | None:
-    """Replay ``task`` on a fresh episode of ``world``; None when everything matches."""
+    """Replay ``task`` on a fresh episode of ``world``; None when everything matches.
+
+    A task made by another generator version that no longer replays says so: the world or its tools changed
+    since the file was made, and the cure is to regenerate it, not to debug the step.
+    """
+    failure = _replay(task, world)
+    if failure is not None and task.provenance.generator_version != GENERATOR_VERSION:
+        hint = (f" (made by {task.provenance.generator_version}; this toolworld generates {GENERATOR_VERSION}: "
+                "regenerate the task file)")
+        return Failure(failure.task_id, failure.line, failure.step, failure.message + hint)
+    return failure
+
+
+def _replay(task: Task, world: World) -> Failure | None:
     if world.name != task.world:
         return Failure(task.id, None, None, f"task is for world {task.world!r}, not {world.name!r}")
     for i, action in enumerate(task.gold_actions):

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 ErrorType = Literal[
     "unknown_tool",
+    "malformed_call",
     "invalid_arguments",
     "not_found",
     "policy_violation",
@@ -23,6 +24,7 @@ ErrorType = Literal[
 #: rollout loop records it as an infra error rather than scoring it.
 ERROR_TYPES: dict[str, str] = {
     "unknown_tool": "the tool name does not exist in this world",
+    "malformed_call": "the model wrote a tool call that cannot be read (cut-off or invalid JSON, a broken tag, no name)",
     "invalid_arguments": "arguments are missing, unexpected or of the wrong type",
     "not_found": "an id or key given as an argument does not exist",
     "policy_violation": "the request breaks a rule of the world's policy",

@@ -46,7 +46,12 @@ class EntityParam:
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """Everything known about a tool without running it: name, schema, read/write, entity types."""
+    """Everything known about a tool without running it: name, schema, read/write, entity types.
+
+    ``identifies`` marks a tool whose success tells who the customer is (a lookup by email, say): the episode
+    then acts for that customer only. ``confirm`` says whether a careful agent asks the customer for an explicit
+    yes before calling it; scorers of conduct read it, the episode does not.
+    """
 
     name: str
     description: str
@@ -55,6 +60,8 @@ class ToolSpec:
     entity_params: tuple[EntityParam, ...] = ()
     yields: Mapping[str, str] = field(default_factory=dict)
     returns: str = ""
+    identifies: bool = False
+    confirm: bool = False
 
     @property
     def consumes(self) -> frozenset[str]:
@@ -99,6 +106,14 @@ class Tool:
     def mutates(self) -> bool:
         return self.spec.mutates
 
+    @property
+    def identifies(self) -> bool:
+        return self.spec.identifies
+
+    @property
+    def confirm(self) -> bool:
+        return self.spec.confirm
+
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Check and coerce arguments; raise ``ToolError("invalid_arguments")`` that names each problem."""
         try:
@@ -128,6 +143,8 @@ def tool(
     name: str | None = None,
     mutates: bool = False,
     yields: Mapping[str, str] | None = None,
+    identifies: bool = False,
+    confirm: bool | None = None,
 ) -> Any:
     """Turn a typed function into a :class:`Tool`.
 
@@ -137,6 +154,11 @@ def tool(
         yields: entity kind -> path into the result where ids of that kind are found, e.g.
             ``{"user": "user_id", "order": "orders[].order_id"}`` (``[]`` steps into every list element,
             ``""`` is the result itself).
+        identifies: True for a tool that identifies the customer (e.g. a lookup by email). On success the
+            episode records the id found at ``yields[<the world's customer kind>]`` as ``Episode.customer``, and
+            from then on write tools refuse objects that belong to anyone else.
+        confirm: whether the customer must say an explicit yes before the call (default: True for write
+            tools, False for reads). Set False for a write that needs no consent, such as opening a ticket.
 
     The first parameter, when named ``ctx``, receives the episode's :class:`~toolworld.world.Ctx` and is
     not part of the schema. The description comes from the docstring; per-parameter descriptions come from
@@ -144,7 +166,7 @@ def tool(
     """
 
     def wrap(f: Callable[..., Any]) -> Tool:
-        return _build(f, name or f.__name__, mutates, dict(yields or {}))
+        return _build(f, name or f.__name__, mutates, dict(yields or {}), identifies, confirm)
 
     return wrap(fn) if fn is not None else wrap
 
@@ -152,9 +174,18 @@ def tool(
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
-def _build(fn: Callable[..., Any], name: str, mutates: bool, yields: dict[str, str]) -> Tool:
+def _build(
+    fn: Callable[..., Any], name: str, mutates: bool, yields: dict[str, str], identifies: bool, confirm: bool | None
+) -> Tool:
     if not _NAME_RE.match(name):
         raise WorldError(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-' (OpenAI's rule)")
+    if confirm and not mutates:
+        raise WorldError(f"tool {name!r}: confirm=True applies to write tools only; declare it with mutates=True")
+    if identifies and not yields:
+        raise WorldError(
+            f"tool {name!r}: identifies=True needs yields= naming where the customer id is in the result, "
+            'e.g. yields={"user": "user_id"}'
+        )
     description, arg_docs, returns = parse_docstring(fn.__doc__ or "")
     if not description:
         raise WorldError(f"tool {name!r} needs a docstring: it is the description the model reads")
@@ -201,6 +232,8 @@ def _build(fn: Callable[..., Any], name: str, mutates: bool, yields: dict[str, s
         entity_params=tuple(entity_params),
         yields=yields,
         returns=returns,
+        identifies=identifies,
+        confirm=mutates if confirm is None else confirm,
     )
     return Tool(fn, spec, model, takes_ctx)
 

@@ -89,6 +89,19 @@ class World:
         synthesis: optional task-synthesis hints for ``toolworld.tasks`` (a ``TaskKit``, a factory taking
             the world, or ``"module:attr"`` naming one, imported only when tasks are generated). The SDK
             itself never looks inside it.
+        customer: the entity kind of the person the agent serves (``"user"``). Once a tool declared with
+            ``@tool(identifies=True)`` succeeds, the episode acts for the customer it found
+            (:attr:`Episode.customer`).
+        owners: entity kind -> ``"table.column"`` holding the id of the customer who owns it, in the table of
+            that kind, e.g. ``{"order": "orders.user_id"}``. After identification a write tool refuses, with
+            ``policy_violation``, any argument of the customer kind other than the identified customer and
+            any argument of an owned kind that belongs to someone else. Before identification nothing is
+            checked, so a world without identification tools behaves exactly as before.
+        ownership_rule: the policy rule id that refusal cites, e.g. ``"R13"``.
+
+    Ownership is enforced by the episode rather than by each tool so that no write tool can forget it, and
+    so that any world gets it by declaring its owners: a real back office would not let an agent serving one
+    customer touch another's orders however the request is phrased.
     """
 
     def __init__(
@@ -106,6 +119,9 @@ class World:
         source_files: Sequence[Path] | None = None,
         tour: Callable[[Episode], Iterable[TourStep]] | None = None,
         synthesis: Any = None,
+        customer: str | None = None,
+        owners: Mapping[str, str] | None = None,
+        ownership_rule: str | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -142,6 +158,34 @@ class World:
         self.table_columns: dict[str, list[str]] = {}
         self._introspect()
         self._check_entities()
+        self.customer = customer
+        self.owners: dict[str, EntityRef] = {}
+        self.ownership_rule = ownership_rule
+        self._check_ownership(dict(owners or {}))
+        #: tool name -> (path of the customer id in its result, whether the path is a plain key), for the tools
+        #: that identify the customer; a plain key is read directly (the common case, and a hot one)
+        self._identify_paths: dict[str, tuple[str, bool]] = {
+            t.name: (t.spec.yields[customer], bool(t.spec.yields[customer]) and not any(
+                c in t.spec.yields[customer] for c in ".[]"))
+            for t in self.tools.values() if t.identifies and customer is not None
+        }  # fmt: skip
+        #: write tool name -> (param, kind, many, owner SQL or None for the customer kind itself), only for
+        #: write tools with such parameters: the one place Episode.call looks after identification
+        self._owner_checks: dict[str, tuple[tuple[str, str, bool, str | None], ...]] = {}
+        for t in self.tools.values():
+            if not t.mutates:
+                continue
+            checks = []
+            for p in t.spec.entity_params:
+                if p.kind == customer:
+                    checks.append((p.param, p.kind, p.many, None))
+                elif p.kind in self.owners:
+                    ref, owner = self.entities[p.kind], self.owners[p.kind]
+                    assert ref is not None
+                    sql = f'SELECT "{owner.column}" FROM "{ref.table}" WHERE "{ref.column}" = ?'
+                    checks.append((p.param, p.kind, p.many, sql))
+            if checks:
+                self._owner_checks[t.name] = tuple(checks)
         self._exists_checks: dict[str, list[tuple[str, str, bool]]] = {}
         self._entity_param_kind: dict[str, dict[str, str]] = {}
         for t in self.tools.values():
@@ -154,6 +198,18 @@ class World:
             self._entity_param_kind[t.name] = {p.param: p.kind for p in t.spec.entity_params}
 
     # -- tools and their graph ------------------------------------------------------------------------
+    @property
+    def customer_kinds(self) -> frozenset[str]:
+        """Entity kinds that belong to one customer: the customer kind itself and every owned kind."""
+        if self.customer is None:
+            return frozenset()
+        return frozenset({self.customer, *self.owners})
+
+    @property
+    def identification_tools(self) -> tuple[str, ...]:
+        """Names of the tools that identify the customer, in the world's tool order."""
+        return tuple(self._identify_paths)
+
     def specs(self) -> list[ToolSpec]:
         return [t.spec for t in self.tools.values()]
 
@@ -328,6 +384,39 @@ class World:
                     raise WorldError(
                         f"world {self.name!r}: tool {t.name!r} uses entity kind {kind!r}, which the world does not "
                         f"declare; add it to entities= (known: {sorted(self.entities)})")
+
+    def _check_ownership(self, owners: dict[str, str]) -> None:
+        customer = self.customer
+        if customer is None:
+            if owners:
+                raise WorldError(f"world {self.name!r}: owners= needs customer= (the entity kind that owns them)")
+            identifying = [t.name for t in self.tools.values() if t.identifies]
+            if identifying:
+                raise WorldError(
+                    f"world {self.name!r}: tools {identifying} identify a customer, but the world declares no "
+                    "customer= entity kind")
+            return
+        if self.entities.get(customer) is None:
+            raise WorldError(
+                f"world {self.name!r}: customer kind {customer!r} must be an entity with a table column "
+                f"(known: {sorted(k for k, v in self.entities.items() if v is not None)})")
+        for kind, spec in owners.items():
+            ref = self.entities.get(kind)
+            if ref is None:
+                raise WorldError(f"world {self.name!r}: owned kind {kind!r} must be an entity with a table column")
+            if kind == customer:
+                raise WorldError(f"world {self.name!r}: the customer kind {kind!r} cannot also be owned")
+            table, _, column = spec.partition(".") if isinstance(spec, str) else ("", "", "")
+            if table != ref.table or column not in self.table_columns.get(table, ()):
+                raise WorldError(
+                    f"world {self.name!r}: owners[{kind!r}] must be a column of {ref.table!r} (where {kind} ids "
+                    f"live) holding the owner's {customer} id, e.g. '{ref.table}.{customer}_id'; got {spec!r}")
+            self.owners[kind] = EntityRef(table, column)
+        for t in self.tools.values():
+            if t.identifies and customer not in t.spec.yields:
+                raise WorldError(
+                    f"world {self.name!r}: tool {t.name!r} identifies the customer but yields no {customer!r} "
+                    f"(add yields={{{customer!r}: 'path.to.id'}})")
 
     def __repr__(self) -> str:
         return f"<World {self.name}: {len(self.tools)} tools, {len(self.table_keys)} tables>"

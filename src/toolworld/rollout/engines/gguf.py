@@ -10,8 +10,17 @@ drawn from, which is what importance ratios in RL need:
 - ``post_sampling_probs: true`` reports the probability *after* that chain (llama.cpp's plain logprobs ignore
   the temperature). At ``T == 0`` (greedy) the untempered model logprob is reported instead of a useless 0.
 
-Generation streams through a callback so that it stops at the first of the caller's ``stop_ids`` even when
-llama.cpp does not treat that id as end-of-generation; end-of-generation ids of the vocabulary stop it too.
+Requests go to the native ``/completion`` endpoint of the server's loopback HTTP port with ``return_tokens``:
+its ``tokens`` list holds *every* sampled id. The per-token logprobs cannot be trusted to be complete: llama.cpp
+withholds the probabilities of a token whose text ends inside a UTF-8 character (an emoji or CJK character
+split over byte tokens), so they never reach any response, streamed or not. Each such position is re-scored
+with one extra request over the same prefix that returns the model's full distribution (computed as a batch,
+so it may differ from the sampling step in the last digits); the turn says how many were re-scored
+(``Generation.rescored``), and a count of ids that disagrees with llama.cpp's own ``tokens_predicted`` is an
+``InfraError``, never a shorter turn. Generation stops at end-of-generation ids of the vocabulary; a caller's
+stop id that llama.cpp does not treat so cuts the sample after the fact (the kept prefix is what a stop there
+would have produced). An awaiting caller that is cancelled (Ctrl-C) closes the connection, which makes
+llama.cpp drop the request at its next token.
 
 The same process also listens on a loopback HTTP port; its ``/tokenize`` endpoint is llama.cpp's own
 tokenizer, which :meth:`GGUFEngine.check_tokenizer` uses to prove that the Python tokenizer that renders chat
@@ -22,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import math
 import os
 import secrets
@@ -30,7 +38,7 @@ import shutil
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ...world.world import cache_dir
 from ..policy import InfraError
@@ -215,6 +223,38 @@ def _logprob(entry: dict[str, Any]) -> float:
     return math.log(prob) if prob > 0 else float("-inf")
 
 
+def _align_logprobs(ids: list[int], entries: list[dict[str, Any]]) -> list[float | None]:
+    """The reported logprob of each sampled id, None where llama.cpp withheld it or the match is ambiguous.
+
+    ``entries`` are the emitted tokens in order, a subsequence of ``ids``. An entry is placed only where the
+    leftmost and the rightmost embedding of that subsequence agree (every embedding lies between them), so an id
+    that repeats around a withheld one is re-scored rather than given another position's logprob.
+    """
+    if len(entries) == len(ids) and all(int(e["id"]) == t for e, t in zip(entries, ids, strict=True)):
+        return [_logprob(e) for e in entries]
+    want = [int(e["id"]) for e in entries]
+    left: list[int] = []
+    for i, tok in enumerate(ids):
+        if len(left) < len(want) and tok == want[len(left)]:
+            left.append(i)
+    right: list[int] = []
+    for i in range(len(ids) - 1, -1, -1):
+        if len(right) < len(want) and ids[i] == want[len(want) - 1 - len(right)]:
+            right.append(i)
+    right.reverse()
+    out: list[float | None] = [None] * len(ids)
+    if len(left) != len(want) or len(right) != len(want):  # not a subsequence: trust none of them
+        return out
+    for entry, lo, hi in zip(entries, left, right, strict=True):
+        if lo == hi:
+            out[lo] = _logprob(entry)
+    return out
+
+
+#: How much of the distribution a re-scoring asks for first when the top alone is exact (T of 0 or 1).
+_RESCORE_TOP = 256
+
+
 class GGUFEngine:
     """Sample token ids and their logprobs from a GGUF model with llama.cpp (CPU, or GPU with a GPU build).
 
@@ -265,6 +305,10 @@ class GGUFEngine:
             self._server: Any = xllamacpp.Server(params)
         except Exception as exc:  # llama.cpp refuses files it cannot parse with a bare RuntimeError
             raise ValueError(f"llama.cpp could not load {self.path}: {exc}") from exc
+        # Re-scoring a withheld token forces a plain ASCII token (never withheld itself) and asks for the whole
+        # distribution (see _rescore).
+        self._vocab_size = len(self.tokenizer)
+        self._filler = int(self.tokenizer.encode("a", add_special_tokens=False)[0])
         self._slots: asyncio.Semaphore | None = None
         self._slots_loop: asyncio.AbstractEventLoop | None = None
         self._guard = threading.Lock()
@@ -314,60 +358,107 @@ class GGUFEngine:
     ) -> Generation:
         """Sample up to ``max_tokens`` ids after ``prompt_ids`` (see the module docstring for the logprobs)."""
         async with self._semaphore():
-            return await asyncio.to_thread(self._generate_sync, list(prompt_ids), max_tokens, temperature,
-                                           list(stop_ids), seed)  # fmt: skip
+            ids = [int(t) for t in prompt_ids]  # a list of strings would be read as several text prompts
+            return await self._generate(ids, max_tokens, temperature, [int(t) for t in stop_ids], seed)
 
-    def _generate_sync(
+    async def _post(self, client: Any, request: dict[str, Any]) -> dict[str, Any]:
+        """One native ``/completion`` request; llama.cpp's own errors come back as ``{"error": {...}}``."""
+        import httpx
+
+        server = self._server
+        if server is None:
+            raise InfraError(f"the engine for {self.path.name} is closed", retryable=False, kind="engine_error")
+        try:
+            resp = await client.post(f"{server.listening_address}/completion", json=request)
+            body = resp.json()
+            if not isinstance(body, dict):
+                raise ValueError(f"expected one JSON object, got {type(body).__name__}")
+        except (httpx.HTTPError, ValueError) as exc:  # the in-process server died or answered garbage: ours
+            raise InfraError(f"llama.cpp failed on {self.path.name}: {type(exc).__name__}: {exc}",
+                             kind="engine_error") from exc  # fmt: skip
+        if resp.status_code != 200 or "error" in body:
+            err = body.get("error") if isinstance(body.get("error"), dict) else {"message": str(body)[:500]}
+            return {"error": {"code": resp.status_code, **err}}
+        return body
+
+    async def _generate(
         self, prompt_ids: list[int], max_tokens: int, temperature: float, stop_ids: list[int], seed: int | None
     ) -> Generation:
+        import httpx
+
         budget = min(max_tokens, self.n_ctx - len(prompt_ids))
         if budget <= 0 or not prompt_ids:
             return Generation(ids=[], logprobs=[], finish_reason="length")
         request = {
             "prompt": prompt_ids,
-            "max_tokens": budget,
+            "n_predict": budget,
             "temperature": max(temperature, 0.0),
             "samplers": ["temperature"],
             "n_probs": 1,
             "post_sampling_probs": temperature > 0,
             "seed": seed if seed is not None else secrets.randbits(31),
-            "stream": True,
+            "stream": False,
             "cache_prompt": True,
+            "return_tokens": True,
         }
-        stops = set(stop_ids)
-        ids: list[int] = []
-        logprobs: list[float] = []
-        state: dict[str, Any] = {"finish": None, "error": None}
+        async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None)) as client:
+            body = await self._post(client, request)
+            if "error" in body:
+                err = body["error"]
+                if err.get("type") == "exceed_context_size_error":
+                    return Generation(ids=[], logprobs=[], finish_reason="length")
+                raise InfraError(f"llama.cpp rejected the request: {err.get('message', err)}",
+                                 retryable=int(err.get("code") or 500) >= 500, kind="engine_error")  # fmt: skip
+            ids = [int(t) for t in body.get("tokens") or []]
+            predicted = body.get("tokens_predicted")
+            if isinstance(predicted, int) and predicted != len(ids):
+                raise InfraError(f"llama.cpp sampled {predicted} tokens but returned {len(ids)} ids; the turn "
+                                 "cannot be recorded token-exactly", retryable=False, kind="engine_error")  # fmt: skip
+            logprobs = _align_logprobs(ids, body.get("completion_probabilities") or [])
+            finish: Literal["stop", "length"] = "stop" if body.get("stop_type") in ("eos", "word") else "length"
+            stops = set(stop_ids)
+            cut = next((k for k, t in enumerate(ids) if t in stops), None)
+            if cut is not None:  # a stop id llama.cpp does not end generation at: the turn ended there
+                ids, logprobs, finish = ids[: cut + 1], logprobs[: cut + 1], "stop"
+            missing = [k for k, lp in enumerate(logprobs) if lp is None]
+            for k in missing:
+                logprobs[k] = await self._rescore(client, prompt_ids + ids[:k], ids[k], temperature)
+        return Generation(ids=ids, logprobs=[float(lp) for lp in logprobs], finish_reason=finish,  # type: ignore[misc]
+                          rescored=len(missing))  # fmt: skip
 
-        def on_chunk(chunk: Any) -> bool:
-            if isinstance(chunk, str):
-                chunk = json.loads(chunk)
-            if "error" in chunk:
-                state["error"] = chunk["error"]
-                return True
-            for choice in chunk.get("choices") or []:
-                for entry in (choice.get("logprobs") or {}).get("content") or []:
-                    ids.append(int(entry["id"]))
-                    logprobs.append(_logprob(entry))
-                    if ids[-1] in stops:
-                        state["finish"] = "stop"
-                        return True  # returning True cancels the rest of the generation
-                if choice.get("finish_reason"):
-                    state["finish"] = choice["finish_reason"]
-            return False
+    async def _rescore(self, client: Any, prefix: list[int], token: int, temperature: float) -> float:
+        """The logprob of ``token`` after ``prefix`` under the distribution sampling used (see the module doc).
 
-        try:
-            self._server.handle_completions(request, on_chunk)
-        except Exception as exc:  # a crash inside llama.cpp is ours, not the agent's
-            raise InfraError(f"llama.cpp failed on {self.path.name}: {exc}", kind="engine_error") from exc
-        if state["error"] is not None:
-            err = state["error"]
-            if err.get("type") == "exceed_context_size_error":
-                return Generation(ids=[], logprobs=[], finish_reason="length")
-            raise InfraError(f"llama.cpp rejected the request: {err.get('message', err)}",
-                             retryable=int(err.get("code", 500)) >= 500, kind="engine_error")  # fmt: skip
-        finish = "stop" if state["finish"] == "stop" else "length"
-        return Generation(ids=ids, logprobs=logprobs, finish_reason=finish)
+        llama.cpp reports probabilities only for a token it emits, so one harmless token (``self._filler``, plain
+        ASCII, so never withheld) is forced with a logit bias; the raw, unbiased distribution comes with it, and
+        the temperature is applied here: ``log p_T(k) = log p(k) / T - logsumexp_i(log p(i) / T)``. At ``T == 1``
+        that is ``log p(k)`` and at ``T == 0`` the untempered ``log p(k)`` is wanted, so the top of the
+        distribution is enough when it holds ``k``; any other temperature needs the whole vocabulary.
+        """
+        exact_from_top = temperature in (0.0, 1.0)
+        for n_probs in ((_RESCORE_TOP, self._vocab_size) if exact_from_top else (self._vocab_size,)):
+            body = await self._post(client, {
+                "prompt": prefix, "n_predict": 1, "temperature": 0.0, "samplers": ["temperature"],
+                "n_probs": n_probs, "post_sampling_probs": False, "logit_bias": [[self._filler, 1e4]],
+                "cache_prompt": True, "stream": False,
+            })  # fmt: skip
+            entries = body.get("completion_probabilities") or []
+            if "error" in body or not entries:
+                raise InfraError(f"llama.cpp could not re-score a withheld token: {body.get('error', body)}"[:500],
+                                 kind="engine_error")  # fmt: skip
+            top = entries[0].get("top_logprobs") or entries[0].get("top_probs") or []
+            dist = {int(e["id"]): _logprob(e) for e in top}
+            if token in dist and math.isfinite(dist[token]):
+                break
+        else:
+            raise InfraError(f"llama.cpp's distribution has no probability for the sampled id {token}",
+                             retryable=False, kind="engine_error")  # fmt: skip
+        if exact_from_top:
+            return dist[token]
+        scale = 1.0 / temperature
+        scaled = [lp * scale for lp in dist.values() if math.isfinite(lp)]
+        peak = max(scaled)
+        return dist[token] * scale - (peak + math.log(sum(math.exp(v - peak) for v in scaled)))
 
     def close(self) -> None:
         """Stop llama.cpp's loop and free the model (the engine is unusable afterwards)."""

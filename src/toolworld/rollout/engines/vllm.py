@@ -11,9 +11,11 @@ was started with ``--logprobs-mode processed_logprobs``; start it that way when 
 than 1, or the logprobs will not be those of the sampled distribution.
 
 Failures: connection errors, timeouts, 429 and 5xx are retried with exponential backoff and jitter (honouring
-``Retry-After``); when retries run out an ``InfraError`` is raised. A 4xx caused by our request is an
-``InfraError`` with ``retryable=False``, except a prompt longer than the model's context, which ends the turn
-with ``finish_reason="length"`` like the other engines.
+``Retry-After``), and so is a malformed 200 (a body that is not JSON, no choices, token ids and logprobs of
+different lengths: what a proxy's error page or a cut connection produces); when retries run out an
+``InfraError`` of the last failure's kind (``timeout``, ``connection``, ``http_503``, ``bad_response``) is
+raised. A 4xx caused by our request is an ``InfraError`` with ``retryable=False``, except a prompt longer than
+the model's context, which ends the turn with ``finish_reason="length"`` like the other engines.
 """
 
 from __future__ import annotations
@@ -55,26 +57,44 @@ def _token_ids_from_logprobs(tokens: list[str]) -> list[int] | None:
 
 
 def parse_completion(payload: dict[str, Any]) -> Generation:
-    """The ``Generation`` in a vLLM completion response (raises ``InfraError`` when ids/logprobs are missing)."""
+    """The ``Generation`` in a vLLM completion response (raises ``InfraError`` when ids/logprobs are missing).
+
+    Malformed responses are retryable (a glitch between us and the server); a response that lacks token ids
+    altogether is not, since it means a server too old or started without the option that returns them.
+    """
     try:
         choice = payload["choices"][0]
+        if not isinstance(choice, dict):
+            raise TypeError
     except (KeyError, IndexError, TypeError):
-        raise InfraError(f"vLLM response has no choices: {str(payload)[:200]}", retryable=False,
+        raise InfraError(f"vLLM response has no choices: {str(payload)[:200]}", retryable=True,
                          kind="bad_response") from None  # fmt: skip
     logprobs = choice.get("logprobs") or {}
+    if not isinstance(logprobs, dict):
+        raise InfraError(f"vLLM response has logprobs of type {type(logprobs).__name__}", kind="bad_response")
     ids = choice.get("token_ids")
     if ids is None:
         tokens = logprobs.get("tokens")
-        ids = _token_ids_from_logprobs(tokens) if tokens else None
+        try:
+            ids = _token_ids_from_logprobs(tokens) if tokens else None
+        except ValueError:  # 'token_id:x'
+            raise InfraError(f"vLLM response has malformed token strings: {str(tokens)[:200]}",
+                             kind="bad_response") from None  # fmt: skip
     if ids is None:
         raise InfraError("the vLLM server returned no token ids; use vLLM >= 0.10.2 (return_token_ids) or start it "
                          "with --return-tokens-as-token-ids", retryable=False, kind="bad_response")  # fmt: skip
     lps = logprobs.get("token_logprobs")
-    if lps is None or len(lps) != len(ids):
-        raise InfraError(f"the vLLM server returned {len(ids)} token ids but "
-                         f"{'no' if lps is None else len(lps)} logprobs", retryable=False, kind="bad_response")  # fmt: skip
+    if not isinstance(ids, list) or lps is None or not isinstance(lps, list) or len(lps) != len(ids):
+        n_ids = len(ids) if isinstance(ids, list) else "malformed"
+        n_lps = "no" if lps is None else (len(lps) if isinstance(lps, list) else "malformed")
+        raise InfraError(f"the vLLM server returned {n_ids} token ids but {n_lps} logprobs", kind="bad_response")
+    try:
+        gen_ids, gen_lps = [int(i) for i in ids], [float(x) for x in lps]
+    except (TypeError, ValueError):
+        raise InfraError(f"vLLM response has token ids or logprobs that are not numbers: {str(choice)[:200]}",
+                         kind="bad_response") from None  # fmt: skip
     finish = "length" if choice.get("finish_reason") == "length" else "stop"
-    return Generation(ids=[int(i) for i in ids], logprobs=[float(x) for x in lps], finish_reason=finish)
+    return Generation(ids=gen_ids, logprobs=gen_lps, finish_reason=finish)
 
 
 class VLLMEngine:
@@ -179,7 +199,7 @@ class VLLMEngine:
             return Generation(ids=[], logprobs=[], finish_reason="length")
         body = self.request_body(prompt_ids, max_tokens=max_tokens, temperature=temperature, stop_ids=stop_ids,
                                  seed=seed)  # fmt: skip
-        last = ""
+        last, kind = "", "server_error"
         retry_after: str | None = None
         for attempt in range(self.max_retries + 1):
             if attempt:
@@ -189,14 +209,14 @@ class VLLMEngine:
             try:
                 resp = await self._http().post(self.url, json=body)
             except httpx.TimeoutException as exc:
-                last = f"timed out after {self.timeout_s:g}s ({type(exc).__name__})"
+                last, kind = f"timed out after {self.timeout_s:g}s ({type(exc).__name__})", "timeout"
                 continue
             except httpx.TransportError as exc:
-                last = f"cannot reach {self.url}: {type(exc).__name__}: {exc}"
+                last, kind = f"cannot reach {self.url}: {type(exc).__name__}: {exc}", "connection"
                 continue
             if resp.status_code in RETRY_STATUS or resp.status_code >= 500:
                 retry_after = resp.headers.get("retry-after")
-                last = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                last, kind = f"HTTP {resp.status_code}: {resp.text[:300]}", f"http_{resp.status_code}"
                 continue
             if resp.status_code >= 400:
                 text = resp.text[:500]
@@ -206,12 +226,17 @@ class VLLMEngine:
                                  kind="bad_request")  # fmt: skip
             try:
                 payload = resp.json()
-            except ValueError:
-                last = f"HTTP {resp.status_code} with a body that is not JSON: {resp.text[:200]}"
+            except ValueError:  # UnicodeDecodeError included
+                last, kind = f"HTTP {resp.status_code} with a body that is not JSON: {resp.text[:200]}", "bad_response"
                 continue
-            return parse_completion(payload)
+            try:
+                return parse_completion(payload)
+            except InfraError as exc:
+                if not exc.retryable:
+                    raise
+                last, kind = str(exc), exc.kind
         raise InfraError(f"vLLM at {self.url} failed {self.max_retries + 1} times; last error: {last}",
-                         retryable=True, kind="server_error")  # fmt: skip
+                         retryable=True, kind=kind)  # fmt: skip
 
     async def aclose(self) -> None:
         """Close the HTTP connection pool."""

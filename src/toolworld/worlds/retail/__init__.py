@@ -48,6 +48,15 @@ world = World(
         "last_name": None,
         "zip": None,
     },
+    # A customer's orders, payment methods and addresses are theirs alone: once the agent has identified a
+    # customer, write tools refuse those of anyone else (policy R13).
+    customer="user",
+    owners={
+        "order": "orders.user_id",
+        "payment_method": "payment_methods.user_id",
+        "address": "addresses.user_id",
+    },
+    ownership_rule="R13",
     clock=NOW,
     tour=tour,
     synthesis="toolworld.worlds.retail.synthesis:kit",

@@ -18,7 +18,7 @@ from toolworld.tasks.model import ExpectedOutput, UserProfile
 from toolworld.world import Episode, Rng, World
 
 from . import vocab
-from .common import CANCEL_REASONS, NOW, dollars
+from .common import CANCEL_REASONS
 
 TONES = ("polite and patient", "in a hurry", "a little frustrated", "chatty and friendly", "terse",
          "unsure about the details")  # fmt: skip
@@ -231,14 +231,18 @@ class RetailKit(TaskKit):
         if tool == "get_order_details":
             return [ExpectedOutput(label="status", value=str(result["status"])),
                     ExpectedOutput(label="total", value=f"{result['total']:.2f}")]  # fmt: skip
-        now = [p for p in result.get("payments", []) if p.get("created_at") == NOW]
-        refunds = sum(round(p["amount"] * 100) for p in now if p["kind"] == "refund")
-        charges = sum(round(p["amount"] * 100) for p in now if p["kind"] == "charge")
+        # What THIS call moved, as the tool reports it. The order's payment history cannot tell: every call of a
+        # task runs at the same clock time, so a cancel after a price-difference refund on the same order would
+        # owe the user the sum of both refunds.
+        moved = result.get("this_call")
+        if not isinstance(moved, dict):
+            return []
         out = []
-        if refunds:
-            out.append(ExpectedOutput(label="refund_amount", value=f"{dollars(refunds):.2f}"))
-        if charges and tool != "modify_pending_order_payment":
-            out.append(ExpectedOutput(label="charge_amount", value=f"{dollars(charges):.2f}"))
+        if moved["refunded"]:
+            out.append(ExpectedOutput(label="refund_amount", value=f"{moved['refunded']:.2f}"))
+        # A payment change charges the new method the same total it refunds: the refund is the figure to tell.
+        if moved["charged"] and tool != "modify_pending_order_payment":
+            out.append(ExpectedOutput(label="charge_amount", value=f"{moved['charged']:.2f}"))
         return out
 
 

@@ -136,10 +136,16 @@ def _usable_method(ctx: Ctx, user_id: str, payment_method_id: str) -> dict[str, 
     return pm
 
 
-def _move_money(ctx: Ctx, order_id: str, pm: dict[str, Any], kind: str, cents: int, *, immediate: bool = True) -> None:
-    """Record a charge or refund and keep gift-card balances in step (rules R2 and R4)."""
+def _move_money(
+    ctx: Ctx, order_id: str, pm: dict[str, Any], kind: str, cents: int, *, immediate: bool = True
+) -> dict[str, Any] | None:
+    """Record a charge or refund and keep gift-card balances in step (rules R2 and R4).
+
+    Returns the payment as the order view lists it (without ``created_at``), or None when there is nothing to move;
+    the calling tool reports it under ``this_call`` (see :func:`_with_this_call`).
+    """
     if cents <= 0:
-        return
+        return None
     gift = pm["kind"] == "gift_card"
     if kind == "charge":
         if gift:
@@ -167,16 +173,49 @@ def _move_money(ctx: Ctx, order_id: str, pm: dict[str, Any], kind: str, cents: i
         "VALUES (?, ?, ?, ?, ?, ?)",
         (order_id, pm["payment_method_id"], kind, cents, ctx.now, status),
     )
+    return {"payment_method_id": pm["payment_method_id"], "kind": kind, "amount": dollars(cents), "status": status}
+
+
+def _with_this_call(view: dict[str, Any], moved: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """``view`` (an order view) plus ``this_call``: the money this call charged and refunded, and nothing else.
+
+    The order's ``payments`` list is its whole history, and every call of a session happens at the store's same
+    clock time, so neither the list nor ``created_at`` can tell this call's payments from an earlier change to
+    the same order. An agent quoting "your refund" must be able to read it off the result, as from a real API.
+    """
+    payments = [p for p in moved if p is not None]
+    charged = sum(round(p["amount"] * 100) for p in payments if p["kind"] == "charge")
+    refunded = sum(round(p["amount"] * 100) for p in payments if p["kind"] == "refund")
+    return {**view, "this_call": {"charged": dollars(charged), "refunded": dollars(refunded), "payments": payments}}
 
 
 def _net_paid(ctx: Ctx, order_id: str) -> list[tuple[str, int]]:
-    """What each payment method has paid on the order, net of refunds, in first-charged order."""
-    rows = ctx.all(
-        "SELECT payment_method_id, SUM(CASE kind WHEN 'charge' THEN amount_cents ELSE -amount_cents END) AS net, "
-        "MIN(payment_id) AS first FROM payments WHERE order_id = ? GROUP BY payment_method_id ORDER BY first",
-        (order_id,),
-    )
-    return [(r["payment_method_id"], r["net"]) for r in rows if r["net"] > 0]
+    """What each payment method still holds of the order's money, in first-charged order. Refunding every amount
+    listed returns exactly what the order was paid net of its refunds, never more.
+
+    The payments are replayed in order. A refund comes out of what its method holds; a refund to a method that
+    holds less (a price difference refunded to another card, rule R4, or a return refunded to a gift card, rule
+    R8) takes the rest from the methods that paid, first-charged first. Netting per method instead would count
+    such a refund twice: cancelling after it would refund the paying card in full on top of it.
+    """
+    held: dict[str, int] = {}
+    for pm_id, kind, cents in ctx.db.execute(
+        "SELECT payment_method_id, kind, amount_cents FROM payments WHERE order_id = ? ORDER BY payment_id", (order_id,)
+    ):
+        if kind == "charge":
+            held[pm_id] = held.get(pm_id, 0) + cents
+            continue
+        own = min(held.get(pm_id, 0), cents)
+        if own:
+            held[pm_id] -= own
+        rest = cents - own
+        for other, amount in held.items():
+            if rest == 0:
+                break
+            taken = min(amount, rest)
+            held[other] = amount - taken
+            rest -= taken
+    return [(pm_id, cents) for pm_id, cents in held.items() if cents > 0]
 
 
 def _order_items(ctx: Ctx, order_id: str, item_ids: list[str], want_status: str, rule: str) -> list[dict[str, Any]]:
@@ -256,7 +295,7 @@ def _clean_address(line1: str, line2: str, city: str, state: str, zip: str, rule
 # -- read tools ------------------------------------------------------------------------------------------
 
 
-@tool(yields={"user": "user_id"})
+@tool(yields={"user": "user_id"}, identifies=True)
 def find_user_by_email(ctx: Ctx, email: Annotated[str, Entity("email")]) -> dict[str, str]:
     """Find a customer's user id from their email address.
 
@@ -273,7 +312,7 @@ def find_user_by_email(ctx: Ctx, email: Annotated[str, Entity("email")]) -> dict
     return {"user_id": user_id}
 
 
-@tool(yields={"user": "user_id"})
+@tool(yields={"user": "user_id"}, identifies=True)
 def find_user_by_name_zip(
     ctx: Ctx,
     first_name: Annotated[str, Entity("first_name")],
@@ -395,6 +434,10 @@ def get_product_details(ctx: Ctx, product_id: ProductId) -> dict[str, Any]:
     }  # fmt: skip
 
 
+_SEARCH_MAX_CHARS = 500
+_SEARCH_MAX_WORDS = 12
+
+
 @tool(yields={"product": "[].product_id"})
 def search_products(ctx: Ctx, query: Annotated[str, Field(min_length=1)], category: str | None = None) -> list[dict[str, Any]]:
     """Search the catalogue by words in a product's name, description, brand or category.
@@ -403,12 +446,24 @@ def search_products(ctx: Ctx, query: Annotated[str, Field(min_length=1)], catego
         query: Words to look for, e.g. 'wireless headphones'. Every word must match.
         category: Only products in this category (see list_product_types).
     """
-    words = [w for w in re.findall(r"\w+", query.lower()) if w]
+    # Bounded before any SQL is built: each word is one LIKE term, and SQLite refuses a pattern over 50,000
+    # bytes or an expression tree 1,000 terms deep, which a pasted page of text reaches.
+    if len(query) > _SEARCH_MAX_CHARS:
+        raise ToolError("invalid_arguments", f"query is {len(query):,} characters long; search with a few words "
+                        f"(at most {_SEARCH_MAX_CHARS} characters), e.g. 'wireless headphones'.")  # fmt: skip
+    words = list(dict.fromkeys(w for w in re.findall(r"\w+", query.lower()) if w))
+    if not words:
+        raise ToolError("invalid_arguments", "query has no words to search for; search with words from a "
+                        "product's name, brand or category, e.g. 'wireless headphones'.")  # fmt: skip
+    if len(words) > _SEARCH_MAX_WORDS:
+        raise ToolError("invalid_arguments", f"query has {len(words)} different words; every word must match, so "
+                        f"search with at most {_SEARCH_MAX_WORDS}, e.g. 'wireless headphones'.")  # fmt: skip
     sql = "SELECT product_id, name, category, brand FROM products WHERE 1 = 1"
     params: list[Any] = []
     for w in words:
-        sql += " AND lower(name || ' ' || description || ' ' || brand || ' ' || category) LIKE ?"
-        params.append(f"%{w}%")
+        # '_' is a word character and a LIKE wildcard: escaped, a search for "a_b" matches only "a_b".
+        sql += " AND lower(name || ' ' || description || ' ' || brand || ' ' || category) LIKE ? ESCAPE '\\'"
+        params.append("%" + w.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
     if category is not None:
         sql += " AND lower(category) = lower(?)"
         params.append(category.strip())
@@ -489,6 +544,9 @@ def cancel_pending_order(
 ) -> dict[str, Any]:
     """Cancel a pending order: refund what was paid to the original payment methods and restock the items.
 
+    Returns the cancelled order; its "this_call" field says what this cancellation "refunded" (in dollars) and to
+    which payment methods ("payments"), while the order's own "payments" list is its whole history.
+
     Args:
         reason: Why the customer cancels: 'no longer needed' or 'ordered by mistake'.
     """
@@ -496,10 +554,11 @@ def cancel_pending_order(
     _require_status(order, ("pending",), "R1", "it can be cancelled",
                     "A delivered order's items can be returned with return_delivered_order_items instead.")
     assert reason in CANCEL_REASONS
+    moved = []
     for pm_id, net in _net_paid(ctx, order_id):
         pm = ctx.one("SELECT * FROM payment_methods WHERE payment_method_id = ?", (pm_id,))
         assert pm is not None
-        _move_money(ctx, order_id, pm, "refund", net)
+        moved.append(_move_money(ctx, order_id, pm, "refund", net))
     ctx.execute(
         "UPDATE variants SET stock = stock + (SELECT quantity FROM order_items oi "
         "WHERE oi.order_id = ? AND oi.item_id = variants.item_id) "
@@ -508,7 +567,7 @@ def cancel_pending_order(
     )
     ctx.execute("UPDATE order_items SET status = 'cancelled' WHERE order_id = ?", (order_id,))
     ctx.execute("UPDATE orders SET status = 'cancelled', cancel_reason = ? WHERE order_id = ?", (reason, order_id))
-    return _order_view(ctx, order_id)
+    return _with_this_call(_order_view(ctx, order_id), moved)
 
 
 @tool(mutates=True)
@@ -521,7 +580,9 @@ def modify_pending_order_items(
 ) -> dict[str, Any]:
     """Swap items of a pending order for other variants of the same products (allowed once per order).
 
-    The price difference is charged to, or refunded to, the given payment method of the customer.
+    The price difference is charged to, or refunded to, the given payment method of the customer. Returns the
+    updated order; its "this_call" field says what this change "charged" or "refunded" (in dollars, 0 when the
+    prices are equal) and to which payment method ("payments").
     """
     order = _order_row(ctx, order_id)
     _require_status(order, ("pending",), "R3", "its items can be changed",
@@ -548,9 +609,9 @@ def modify_pending_order_items(
             "UPDATE order_items SET item_id = ?, unit_price_cents = ? WHERE order_id = ? AND item_id = ?",
             (v["item_id"], v["price_cents"], order_id, line["item_id"]),
         )
-    _move_money(ctx, order_id, pm, "charge" if diff > 0 else "refund", abs(diff))
+    moved = _move_money(ctx, order_id, pm, "charge" if diff > 0 else "refund", abs(diff))
     ctx.execute("UPDATE orders SET items_modified = 1 WHERE order_id = ?", (order_id,))
-    return _order_view(ctx, order_id)
+    return _with_this_call(_order_view(ctx, order_id), [moved])
 
 
 @tool(mutates=True)
@@ -576,7 +637,11 @@ def modify_pending_order_address(
 @tool(mutates=True)
 def modify_pending_order_payment(ctx: Ctx, order_id: OrderId, payment_method_id: PaymentMethodId) -> dict[str, Any]:
     """Pay a pending order with another payment method of the customer: the old charge is refunded and the new
-    method is charged the order total."""
+    method is charged the order total.
+
+    Returns the updated order; its "this_call" field says what this change "refunded" to the old payment method
+    and "charged" to the new one (in dollars), with each payment listed under "payments".
+    """
     order = _order_row(ctx, order_id)
     _require_status(order, ("pending",), "R6", "its payment method can be changed", "")
     paid = _net_paid(ctx, order_id)
@@ -585,16 +650,17 @@ def modify_pending_order_payment(ctx: Ctx, order_id: OrderId, payment_method_id:
             "conflict", f"Order {order_id} is already paid with {payment_method_id}; choose a different payment method."
         )
     new_pm = _usable_method(ctx, order["user_id"], payment_method_id)
+    moved = []
     for pm_id, net in paid:
         old_pm = ctx.one("SELECT * FROM payment_methods WHERE payment_method_id = ?", (pm_id,))
         assert old_pm is not None
-        _move_money(ctx, order_id, old_pm, "refund", net)
+        moved.append(_move_money(ctx, order_id, old_pm, "refund", net))
     total = sum(net for _, net in paid)
     try:
-        _move_money(ctx, order_id, new_pm, "charge", total)
+        moved.append(_move_money(ctx, order_id, new_pm, "charge", total))
     except ToolError as err:  # restate R4's message as R6 (a gift card must cover the whole total)
         raise ToolError("policy_violation", err.message.replace("(policy R4)", "(policy R6)")) from None
-    return _order_view(ctx, order_id)
+    return _with_this_call(_order_view(ctx, order_id), moved)
 
 
 def _check_return_window(order: dict[str, Any], action: str, rule: str) -> None:
@@ -624,6 +690,9 @@ def return_delivered_order_items(
     """Request the return of items of a delivered order; the refund goes to the original payment method or a gift
     card of the customer and is issued once the items arrive.
 
+    Returns the updated order; its "this_call" field says what this return "refunded" (in dollars) and to which
+    payment method ("payments").
+
     Args:
         payment_method_id: Where the refund goes: the order's original payment method or a gift card of the customer.
     """
@@ -645,8 +714,8 @@ def return_delivered_order_items(
             (order_id, line["item_id"]),
         )
     ctx.execute("UPDATE orders SET status = 'return requested' WHERE order_id = ?", (order_id,))
-    _move_money(ctx, order_id, pm, "refund", refund, immediate=False)
-    return _order_view(ctx, order_id)
+    moved = _move_money(ctx, order_id, pm, "refund", refund, immediate=False)
+    return _with_this_call(_order_view(ctx, order_id), [moved])
 
 
 @tool(mutates=True)
@@ -658,7 +727,11 @@ def exchange_delivered_order_items(
     payment_method_id: PaymentMethodId,
 ) -> dict[str, Any]:
     """Request an exchange of items of a delivered order for other variants of the same products; the price
-    difference is charged to, or refunded to, the given payment method of the customer."""
+    difference is charged to, or refunded to, the given payment method of the customer.
+
+    Returns the updated order; its "this_call" field says what this exchange "charged" or "refunded" (in dollars,
+    0 when the prices are equal) and to which payment method ("payments").
+    """
     order = _order_row(ctx, order_id)
     _check_return_window(order, "items can be exchanged", "R9")
     lines = _order_items(ctx, order_id, item_ids, "ordered", "R9")
@@ -673,8 +746,8 @@ def exchange_delivered_order_items(
             (v["item_id"], order_id, line["item_id"]),
         )
     ctx.execute("UPDATE orders SET status = 'exchange requested' WHERE order_id = ?", (order_id,))
-    _move_money(ctx, order_id, pm, "charge" if diff > 0 else "refund", abs(diff), immediate=False)
-    return _order_view(ctx, order_id)
+    moved = _move_money(ctx, order_id, pm, "charge" if diff > 0 else "refund", abs(diff), immediate=False)
+    return _with_this_call(_order_view(ctx, order_id), [moved])
 
 
 @tool(mutates=True)
@@ -694,7 +767,7 @@ def modify_user_address(
     return {"user_id": user_id, "default_address": {**addr, "address_id": current["address_id"], "country": "USA"}}
 
 
-@tool(mutates=True, yields={"ticket": "ticket_id"})
+@tool(mutates=True, yields={"ticket": "ticket_id"}, confirm=False)
 def transfer_to_human_agent(
     ctx: Ctx,
     summary: Annotated[str, Field(description="What the customer needs and what was tried (one or two sentences).")],
