@@ -81,20 +81,26 @@ def test_every_sampled_id_is_recorded_with_a_logprob_on_multibyte_output(smollm2
 
 
 def test_a_rescored_logprob_matches_what_llama_cpp_reports_for_the_same_position(smollm2):
-    """The re-scoring path, run on positions whose logprob llama.cpp did report, gives the same numbers."""
+    """The re-scoring path, run on every position of a turn whose logprobs llama.cpp did report, gives the same
+    numbers; the first, whose distribution came from evaluating the prompt as one batch, comes close."""
     import httpx
 
-    prompt = _prompt(smollm2, "Name three colours.")
+    long_user = "Name three colours. " + " ".join(f"Item {i} is on shelf {i % 7}." for i in range(40))
+    prompt = _prompt(smollm2, long_user)
+    assert len(prompt) > 200  # long enough that batched and one-by-one evaluation differ numerically
     for temperature in (1.0, 1.3, 0.0):  # top of the distribution, whole vocabulary, untempered
         gen = asyncio.run(smollm2.generate(prompt, max_tokens=4, temperature=temperature, stop_ids=[], seed=3))
         assert gen.rescored == 0  # plain ASCII: nothing withheld
 
         async def rescore_all(gen: Any = gen, temperature: float = temperature) -> list[float]:
-            async with httpx.AsyncClient(timeout=None) as client:
-                return [await smollm2._rescore(client, prompt + gen.ids[:k], gen.ids[k], temperature)
-                        for k in range(len(gen.ids))]  # fmt: skip
+            async with httpx.AsyncClient(timeout=None) as client:  # last position first, as the engine does
+                out = {k: await smollm2._rescore(client, prompt, gen.ids[:k], gen.ids[k], temperature)
+                       for k in reversed(range(len(gen.ids)))}  # fmt: skip
+            return [out[k] for k in range(len(gen.ids))]
 
-        assert asyncio.run(rescore_all()) == pytest.approx(gen.logprobs, abs=1e-3), temperature
+        again = asyncio.run(rescore_all())
+        assert again[1:] == pytest.approx(gen.logprobs[1:], abs=1e-3), temperature
+        assert again[0] == pytest.approx(gen.logprobs[0], abs=0.25), temperature
 
 
 def test_alignment_leaves_ambiguous_repeats_to_rescoring():
@@ -109,3 +115,27 @@ def test_alignment_leaves_ambiguous_repeats_to_rescoring():
     assert _align_logprobs([1, 2, 1, 8], [entry(1, -1.0), entry(8, -2.0)]) == [None, None, None, -2.0]
     # entries that are not a subsequence are not trusted at all
     assert _align_logprobs([1, 2], [entry(3, -1.0)]) == [None, None]
+
+
+def test_the_engine_rescores_withheld_positions_to_the_sampling_steps_numbers(smollm2, monkeypatch):
+    """Positions llama.cpp withholds are re-scored from the last back, inside the generation's own cache, so they
+    get the very numbers the sampling step had (simulated here by hiding reported logprobs of an ASCII turn)."""
+    from toolworld.rollout.engines import gguf
+
+    prompt = _prompt(smollm2, "List five fruits. " + " ".join(f"Box {i} holds {i * 3} pears." for i in range(40)))
+    args = {"max_tokens": 8, "temperature": 1.0, "stop_ids": [], "seed": 11}
+    # The first run evaluates the prompt as a batch; later ones find it cached and evaluate its last token alone,
+    # which moves the numbers slightly: compare two runs that both start from the cache.
+    asyncio.run(smollm2.generate(prompt, **args))
+    reported = asyncio.run(smollm2.generate(prompt, **args))
+    assert reported.rescored == 0
+    hidden = (2, 3, 6)
+    real_align = gguf._align_logprobs
+
+    def withhold(ids: list[int], entries: list[dict[str, Any]]) -> list[float | None]:
+        return [None if k in hidden else lp for k, lp in enumerate(real_align(ids, entries))]
+
+    monkeypatch.setattr(gguf, "_align_logprobs", withhold)
+    again = asyncio.run(smollm2.generate(prompt, **args))
+    assert again.ids == reported.ids and again.rescored == len(hidden)
+    assert again.logprobs == pytest.approx(reported.logprobs, abs=1e-3)

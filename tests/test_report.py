@@ -445,3 +445,21 @@ def test_headless_chromium_shows_unscored_and_malformed_episodes(tmp_path, gold)
         page = Page(open_in_chromium(report, tmp_path / key.replace(":", "-"), "#episode=" + key))
         assert expected in page.text("trial-detail") and "This episode was not scored." in page.text("trial-detail")
     assert page.text("filter-count") == "3 of 3 episodes"
+
+
+@needs_chromium
+def test_headless_chromium_shows_an_episodes_token_record_problems(tmp_path, gold):
+    """An episode whose token record broke shows it in its header; a clean one shows nothing of the kind."""
+    broken = json.loads(json.dumps(gold.rows[0]))
+    broken["trajectory"]["token_buffer"] = {"ids": [], "mask": [], "logprobs": [], "message_index": [], "breaks": 2,
+                                            "events": [{"kind": "divergence", "reason": "d", "at_token": 3}]}  # fmt: skip
+    broken["trajectory"]["turns"][0]["meta"] = {"no_sampled_ids": True, "renamed_call_ids": {"call_0_0": "x"}}
+    report = write_report(tmp_path / "run", {}, [broken, gold.rows[1]], config={})
+    key = f"{broken['task']['id']}:{broken['trajectory']['trial']}"
+    detail = Page(open_in_chromium(report, tmp_path / "broken", "#episode=" + key)).text("trial-detail")
+    for text in ("2 template bridge breaks", "1 buffer divergences", "1 turns without sampled ids",
+                 "1 tool-call ids renamed"):
+        assert text in detail, text
+    key = f"{gold.rows[1]['task']['id']}:{gold.rows[1]['trajectory']['trial']}"
+    clean = Page(open_in_chromium(report, tmp_path / "clean", "#episode=" + key)).text("trial-detail")
+    assert "template bridge" not in clean and "renamed" not in clean

@@ -387,3 +387,12 @@ def test_scripted_user_speaks_of_one_order_in_the_singular():
     two = answer_from_known("What are your order numbers?", {"order_ids": ["#W1234567", "#W7654321"]})
     assert one == "My order number is #W1234567."
     assert two == "My order numbers are #W1234567, #W7654321."
+
+
+def test_injected_tool_failures_never_hide_a_malformed_call_diagnosis(world, tasks):
+    broken = ToolCall("", {}, None, "Your <tool_call> JSON is cut off at char 41.")
+    script = [AssistantTurn(content="", tool_calls=[broken], finish_reason="tool_calls"), "Done."]
+    traj = run(run_episode(world, tasks["cancel"], ScriptedPolicy(script), noise=NoiseConfig(tool_failure_p=1.0)))
+    (step,) = traj.steps
+    assert step.error["type"] == "malformed_call" and "cut off at char 41" in step.error["message"]
+    assert step.noise == [] and not traj.noise_events

@@ -284,7 +284,8 @@ class _EpisodeRun:
         turn = len(self.turns) - 1
         name = call.name if isinstance(call.name, str) else str(call.name)
         arguments = call.arguments if isinstance(call.arguments, dict | str) else _as_text(call.arguments)
-        noise = self.injector.draw(index) if self.injector is not None else None
+        # a call that could not be read never reaches the tool, so no tool fault can hide its diagnosis
+        noise = self.injector.draw(index) if self.injector is not None and call.problem is None else None
         kinds: list[Any] = []
         started = time.perf_counter()
         if noise is not None and noise.latency_s > 0:

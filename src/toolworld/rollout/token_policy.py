@@ -41,8 +41,8 @@ class Generation:
     ids: list[int]
     logprobs: list[float]
     finish_reason: Literal["stop", "length"]
-    #: How many of ``logprobs`` the engine could not take from the sampling step and computed afterwards over
-    #: the same prefix (llama.cpp withholds some; see ``engines.gguf``): close to, not bit-equal with, sampling.
+    #: How many of ``logprobs`` the engine could not take from the sampling step and recomputed afterwards over
+    #: the same prefix (llama.cpp withholds some; see ``engines.gguf``).
     rescored: int = 0
 
 

@@ -592,6 +592,20 @@ def unreadable_arguments(args: dict[str, Any]) -> str | None:
     Walked with an explicit stack (a recursive walk would itself hit the recursion limit), cheap for the
     few flat values a normal call carries.
     """
+    for key, value in args.items():  # fast path: the flat ASCII arguments of nearly every call
+        kind = type(value)
+        if type(key) is not str or not key.isascii():
+            break
+        if kind is str:
+            if not value.isascii():
+                break
+        elif kind is int:
+            if value.bit_length() > _MAX_INT_BITS:
+                break
+        elif value is not None and kind is not bool and kind is not float:
+            break
+    else:
+        return None
     stack: list[tuple[Any, str, int]] = [(args, "", 0)]
     while stack:
         value, path, depth = stack.pop()

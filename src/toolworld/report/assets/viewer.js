@@ -220,8 +220,19 @@
       isNum(row.wall_s) ? badge(row.wall_s.toFixed(2) + " s") : null,
       row.tokens && (row.tokens.prompt || row.tokens.completion)
         ? badge(row.tokens.prompt + " + " + row.tokens.completion + " tokens") : null,
-    ]);
+    ].concat(integrityBadges(row.token_integrity)));
     return [el("h3", "episode-title", "Task " + row.task + " \u00b7 trial " + row.trial), badges];
+  }
+
+  // What the token record went through (summary.json's token_integrity, per episode): shown only when not zero.
+  var INTEGRITY = [["bridge_breaks", "template bridge breaks", "fail"], ["divergences", "buffer divergences", "fail"],
+                   ["turns_without_sampled_ids", "turns without sampled ids", "fail"],
+                   ["rescored_logprobs", "logprobs re-scored", ""], ["renamed_call_ids", "tool-call ids renamed", ""]];
+
+  function integrityBadges(counts) {
+    if (!counts) return [];
+    return INTEGRITY.filter(function (k) { return isNum(counts[k[0]]) && counts[k[0]] > 0; })
+      .map(function (k) { return badge(counts[k[0]] + " " + k[1], k[2]); });
   }
 
   function instruction(task) {

@@ -1,8 +1,8 @@
 """The ``gguf`` engine: a local GGUF file run by llama.cpp through ``xllamacpp``, token ids in and out.
 
 xllamacpp embeds llama.cpp's server in-process. A completion request whose ``prompt`` is a list of token ids is
-evaluated exactly as given (no BOS added, no text round trip) and, with ``n_probs``, every generated token comes
-back with its id. Two request settings make the reported logprobs those of the distribution the token was
+evaluated exactly as given (no BOS added, no text round trip) and, with ``n_probs``, generated tokens come back
+with their logprobs. Two request settings make the reported logprobs those of the distribution the token was
 drawn from, which is what importance ratios in RL need:
 
 - ``samplers: ["temperature"]`` strips llama.cpp's default chain (top-k 40, top-p 0.95, min-p 0.05, ...), so
@@ -14,17 +14,17 @@ Requests go to the native ``/completion`` endpoint of the server's loopback HTTP
 its ``tokens`` list holds *every* sampled id. The per-token logprobs cannot be trusted to be complete: llama.cpp
 withholds the probabilities of a token whose text ends inside a UTF-8 character (an emoji or CJK character
 split over byte tokens), so they never reach any response, streamed or not. Each such position is re-scored
-with one extra request over the same prefix that returns the model's full distribution (computed as a batch,
-so it may differ from the sampling step in the last digits); the turn says how many were re-scored
+with one extra request over the same prefix that returns the model's full distribution, evaluated the way the
+generation evaluated it (the same numbers, except for a turn's first token, which comes close: see
+:meth:`GGUFEngine._rescore`); the turn says how many were re-scored
 (``Generation.rescored``), and a count of ids that disagrees with llama.cpp's own ``tokens_predicted`` is an
 ``InfraError``, never a shorter turn. Generation stops at end-of-generation ids of the vocabulary; a caller's
 stop id that llama.cpp does not treat so cuts the sample after the fact (the kept prefix is what a stop there
 would have produced). An awaiting caller that is cancelled (Ctrl-C) closes the connection, which makes
 llama.cpp drop the request at its next token.
 
-The same process also listens on a loopback HTTP port; its ``/tokenize`` endpoint is llama.cpp's own
-tokenizer, which :meth:`GGUFEngine.check_tokenizer` uses to prove that the Python tokenizer that renders chat
-templates produces the very ids llama.cpp would.
+The same port's ``/tokenize`` endpoint is llama.cpp's own tokenizer, which :meth:`GGUFEngine.check_tokenizer`
+uses to prove that the Python tokenizer that renders chat templates produces the very ids llama.cpp would.
 """
 
 from __future__ import annotations
@@ -421,20 +421,29 @@ class GGUFEngine:
             if cut is not None:  # a stop id llama.cpp does not end generation at: the turn ended there
                 ids, logprobs, finish = ids[: cut + 1], logprobs[: cut + 1], "stop"
             missing = [k for k, lp in enumerate(logprobs) if lp is None]
-            for k in missing:
-                logprobs[k] = await self._rescore(client, prompt_ids + ids[:k], ids[k], temperature)
+            for k in sorted(missing, reverse=True):  # see _rescore for why the order matters
+                logprobs[k] = await self._rescore(client, prompt_ids, ids[:k], ids[k], temperature)
         return Generation(ids=ids, logprobs=[float(lp) for lp in logprobs], finish_reason=finish,  # type: ignore[misc]
                           rescored=len(missing))  # fmt: skip
 
-    async def _rescore(self, client: Any, prefix: list[int], token: int, temperature: float) -> float:
-        """The logprob of ``token`` after ``prefix`` under the distribution sampling used (see the module doc).
+    async def _rescore(self, client: Any, prompt: list[int], sampled: list[int], token: int, temperature: float) -> float:
+        """The logprob of ``token`` after ``prompt + sampled`` under the distribution sampling used.
 
         llama.cpp reports probabilities only for a token it emits, so one harmless token (``self._filler``, plain
         ASCII, so never withheld) is forced with a logit bias; the raw, unbiased distribution comes with it, and
         the temperature is applied here: ``log p_T(k) = log p(k) / T - logsumexp_i(log p(i) / T)``. At ``T == 1``
         that is ``log p(k)`` and at ``T == 0`` the untempered ``log p(k)`` is wanted, so the top of the
         distribution is enough when it holds ``k``; any other temperature needs the whole vocabulary.
+
+        Numbers: llama.cpp's logits depend slightly on how tokens were batched (a 4-bit model on a CPU differs by up
+        to ~0.1 nats between a batch and one token at a time), so the re-score repeats the generation's own
+        evaluation where it can. llama.cpp keeps the slot's cache and re-evaluates only the last token of a cached
+        prefix, one token, as decoding did; so positions are re-scored from the last one back (each prefix stays
+        inside what the generation cached) and match the sampling step. The first sampled token is the exception:
+        its distribution came from evaluating the prompt as a batch, which a re-score cannot repeat (llama.cpp
+        restores the cached prompt and re-evaluates its last token alone), so that one is close, not exact.
         """
+        prefix = prompt + sampled
         exact_from_top = temperature in (0.0, 1.0)
         for n_probs in ((_RESCORE_TOP, self._vocab_size) if exact_from_top else (self._vocab_size,)):
             body = await self._post(client, {
