@@ -3,6 +3,7 @@ seeded state, execute the gold actions on a fresh episode and record the change-
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from toolworld.tasks.model import Task
@@ -91,3 +92,18 @@ def tool_call_ids_answered(messages: list[dict[str, Any]]) -> bool:
         elif waiting:
             return False
     return not waiting
+
+
+#: Real tokenizers and chat templates beside the checkout (see ../shared/tokenizers/README.md).
+SHARED_TOKENIZERS = Path(__file__).resolve().parents[2] / "shared" / "tokenizers"
+
+
+def shared_tokenizer(name: str) -> Any:
+    """A real tokenizer from ``../shared/tokenizers/NAME``, or a skip saying which folder is missing."""
+    import pytest
+
+    folder = SHARED_TOKENIZERS / name
+    if not folder.is_dir():
+        pytest.skip(f"needs the real tokenizers of ../shared/tokenizers (see its README); {folder} is absent")
+    transformers = pytest.importorskip("transformers")
+    return transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)

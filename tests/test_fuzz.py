@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from rollout_kit import make_task, retail, tool_call_ids_answered
+from rollout_kit import make_task, retail, shared_tokenizer, tool_call_ids_answered
 from toolworld.rollout.loop import Limits, run_many
 from toolworld.rollout.token_policy import Generation, TokenPolicy
 from toolworld.rollout.trajectory import Trajectory
@@ -28,7 +28,6 @@ from toolworld.store.runstore import RunStore
 from toolworld.world import Episode, get_world
 from toolworld.world.episode import MAX_ERROR_CHARS
 
-TOKENIZER = Path(__file__).resolve().parents[2] / "shared" / "tokenizers" / "qwen2.5-instruct"
 IM_END = 151645
 CORPUS_SEED = 20_240_917
 AGENT_ERRORS = {"malformed_call", "unknown_tool", "invalid_arguments", "not_found", "policy_violation", "conflict"}
@@ -362,10 +361,7 @@ class InsistentUser:
 
 @pytest.fixture(scope="module")
 def qwen() -> Any:
-    if not TOKENIZER.is_dir():
-        pytest.skip(f"needs the real tokenizers of ../shared/tokenizers (see its README); {TOKENIZER} is absent")
-    transformers = pytest.importorskip("transformers")
-    return transformers.AutoTokenizer.from_pretrained(str(TOKENIZER), local_files_only=True)
+    return shared_tokenizer("qwen2.5-instruct")
 
 
 def test_corpus_is_deterministic_and_covers_every_category() -> None:

@@ -12,20 +12,18 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import sdkworld
-from rollout_kit import make_task
+from rollout_kit import make_task, shared_tokenizer
 from toolworld.rollout.loop import Limits, run_episode
 from toolworld.rollout.token_policy import Generation, TokenPolicy
 from toolworld.rollout.trajectory import Trajectory
 from toolworld.world import Episode, get_world
 from toolworld.world.episode import MAX_ARGUMENT_DEPTH, MAX_ERROR_CHARS
 
-TOKENIZER = Path(__file__).resolve().parents[2] / "shared" / "tokenizers" / "qwen2.5-instruct"
 IM_END = 151645
 
 
@@ -182,10 +180,7 @@ class TextEngine:
 
 @pytest.fixture(scope="module")
 def qwen() -> Any:
-    if not TOKENIZER.is_dir():
-        pytest.skip(f"needs the real tokenizers of ../shared/tokenizers (see its README); {TOKENIZER} is absent")
-    transformers = pytest.importorskip("transformers")
-    return transformers.AutoTokenizer.from_pretrained(str(TOKENIZER), local_files_only=True)
+    return shared_tokenizer("qwen2.5-instruct")
 
 
 def run_texts(world: Any, qwen: Any, texts: list[str]) -> Trajectory:

@@ -4,12 +4,11 @@ unique within an episode, and token-level turns that recorded no sampled ids are
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rollout_kit import make_task, retail, tool_call_ids_answered
+from rollout_kit import make_task, retail, shared_tokenizer, tool_call_ids_answered
 from toolworld.rollout.backends import ScriptedPolicy
 from toolworld.rollout.loop import Limits, run_episode
 from toolworld.rollout.policy import AssistantTurn
@@ -17,7 +16,6 @@ from toolworld.rollout.token_policy import Generation, TokenPolicy
 from toolworld.rollout.tokens import TokenBuffer
 from toolworld.world import ToolCall
 
-SMOLLM2 = Path(__file__).resolve().parents[2] / "shared" / "tokenizers" / "smollm2-135m-instruct"
 FAST = Limits(infra_backoff_s=0.0, max_wall_s=None)
 
 
@@ -33,10 +31,7 @@ def cancel(world: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def smol() -> Any:
-    if not SMOLLM2.is_dir():
-        pytest.skip(f"needs the real tokenizers of ../shared/tokenizers (see its README); {SMOLLM2} is absent")
-    transformers = pytest.importorskip("transformers")
-    return transformers.AutoTokenizer.from_pretrained(str(SMOLLM2), local_files_only=True)
+    return shared_tokenizer("smollm2-135m-instruct")
 
 
 class CutEngine:

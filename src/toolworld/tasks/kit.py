@@ -75,7 +75,14 @@ class TaskKit:
     # -- who asks -------------------------------------------------------------------------------------------
 
     def identify_tools(self) -> list[str]:
-        """Read tools that find the principal from facts alone (the conversation's first call)."""
+        """Read tools that find the principal from facts alone (the conversation's first call).
+
+        The world's declared identification tools (``@tool(identifies=True)``) win; worlds that declare none
+        get those inferred from the entity graph.
+        """
+        declared = getattr(self.world, "identification_tools", ())
+        if declared:
+            return sorted(declared)
         facts = set(self.fact_kinds)
         return sorted(
             s.name

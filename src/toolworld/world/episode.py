@@ -284,7 +284,7 @@ class Episode:
 
     def _call(self, name: str, arguments: Mapping[str, Any] | str | None, call_id: str | None) -> ToolResult:
         args: Any = {} if arguments is None else arguments
-        if isinstance(args, Mapping) and not isinstance(args, dict):
+        if type(args) is not dict and isinstance(args, Mapping):  # the ABC check only for the rare non-dict
             args = dict(args)
         tool = self.world.tools.get(name)
         if tool is None:
