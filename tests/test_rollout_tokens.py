@@ -11,16 +11,13 @@ import asyncio
 import json
 import logging
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rollout_kit import tool_call_ids_answered
+from rollout_kit import shared_tokenizer, tool_call_ids_answered
 from toolworld.rollout.token_policy import Generation, TokenPolicy
 from toolworld.rollout.tokens import TitoConversation, TokenBuffer, tool_call_text, tool_system_prompt
-
-TOKENIZERS = Path(__file__).resolve().parents[2] / "shared" / "tokenizers"
 
 SMOL_IM_START, SMOL_IM_END = 1, 2
 QWEN_IM_START, QWEN_IM_END, QWEN_NEWLINE, QWEN_THINK = 151644, 151645, 198, 151667
@@ -37,14 +34,6 @@ WEATHER_TOOLS = [
 
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
-
-
-def load_shared_tokenizer(name: str) -> Any:
-    path = TOKENIZERS / name
-    if not path.is_dir():
-        pytest.skip(f"needs the real tokenizers of ../shared/tokenizers (see its README); {path} is absent")
-    transformers = pytest.importorskip("transformers")
-    return transformers.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
 
 
 def encode(tok: Any, text: str) -> list[int]:
@@ -104,7 +93,7 @@ class FixedEngine:
 
 @pytest.fixture(scope="module")
 def smol_tok() -> Any:
-    return load_shared_tokenizer("smollm2-135m-instruct")
+    return shared_tokenizer("smollm2-135m-instruct")
 
 
 @pytest.fixture(scope="module")
@@ -412,7 +401,7 @@ def test_qwen3_fallback_counts_a_break_and_never_rewrites_the_buffer(caplog):
     """Qwen3 keeps the reasoning of turns after the last user message and drops it once a new user message
     follows. The first case bridges; the second cannot, so the bridge falls back to a re-render of the new
     messages, loudly, and leaves the buffer as it was."""
-    tok = load_shared_tokenizer("qwen3")
+    tok = shared_tokenizer("qwen3")
     call_text = tool_call_text([{"name": "get_weather", "arguments": {"city": "東京"}}])
     first = [*encode(tok, f"<think>\nI need the weather.\n</think>\n\n{call_text}"), QWEN_IM_END]
     second = [*encode(tok, "<think>\nIt is sunny.\n</think>\n\nSunny in 東京 ☀️."), QWEN_IM_END]
@@ -467,7 +456,7 @@ def test_qwen3_fallback_counts_a_break_and_never_rewrites_the_buffer(caplog):
 def test_qwen25_stop_ids_and_end_of_turn_splice():
     """Qwen2.5 stops at <|im_end|> and its template writes <|im_end|>\\n: the '\\n' comes with the next delta, and
     a turn cut by the length limit is closed with <|im_end|> first."""
-    tok = load_shared_tokenizer("qwen2.5-instruct")
+    tok = shared_tokenizer("qwen2.5-instruct")
     conv = TitoConversation(tok, WEATHER_TOOLS)
     assert QWEN_IM_END in conv.stop_ids and QWEN_IM_START not in conv.stop_ids
 
