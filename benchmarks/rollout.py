@@ -32,8 +32,8 @@ from typing import Any
 
 os.environ.setdefault("TOOLWORLD_CACHE", tempfile.mkdtemp(prefix="toolworld-bench-"))
 
+from toolworld.records.messages import AssistantTurn
 from toolworld.rollout.loop import Limits, run_many
-from toolworld.rollout.policy import AssistantTurn
 from toolworld.tasks.model import Task
 from toolworld.world import ToolCall, World, get_world
 

@@ -11,7 +11,7 @@ bridge (``TitoConversation.prompt_ids``) keeps the ids it has and renders only t
 small dummy prefix, so its cost should stay flat as the conversation grows. Goal: at least 20 times faster
 than re-rendering at 128 turns.
 
-The conversations are the audit's synthetic tool conversation (``toolworld.rollout.audit``): tool calls with
+The conversations are the audit's synthetic tool conversation (``toolworld.tokens.audit``): tool calls with
 JSON arguments, JSON tool results, German, Japanese and emoji text; at N turns it has N assistant turns. Two
 appends are measured at each length: a JSON tool result after a tool call, and a user message after an
 answer. Before timing, a perfect model (one that samples exactly the tokens the template renders for each
@@ -46,8 +46,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from toolworld.rollout.audit import AUDIT_TOOLS, reference_assistant_ids, synthetic_conversation
-from toolworld.rollout.tokens import ChatTemplate, TitoConversation, TokenBuffer
+from toolworld.tokens import ChatTemplate, TitoConversation, TokenBuffer
+from toolworld.tokens.audit import AUDIT_TOOLS, reference_assistant_ids, synthetic_conversation
 
 DEFAULT_TOKENIZER = Path(__file__).resolve().parents[2] / "shared" / "tokenizers" / "qwen2.5-instruct"
 GOAL_SPEEDUP_AT_128 = 20.0

@@ -18,9 +18,9 @@ import pytest
 
 import sdkworld
 from rollout_kit import make_task, shared_tokenizer
+from toolworld.records.trajectory import Trajectory
 from toolworld.rollout.loop import Limits, run_episode
 from toolworld.rollout.token_policy import Generation, TokenPolicy
-from toolworld.rollout.trajectory import Trajectory
 from toolworld.world import Episode, get_world
 from toolworld.world.episode import MAX_ARGUMENT_DEPTH, MAX_ERROR_CHARS
 

@@ -18,8 +18,8 @@ import pytest
 from typer.testing import CliRunner
 
 from toolworld.cli import app
-from toolworld.rollout.audit import AUDIT_TOOLS, audit_template, summary_row, synthetic_conversation
-from toolworld.rollout.tokens import ChatTemplate, tool_system_prompt
+from toolworld.tokens import ChatTemplate, tool_system_prompt
+from toolworld.tokens.audit import AUDIT_TOOLS, audit_template, summary_row, synthetic_conversation
 
 TOKENIZERS = Path(__file__).resolve().parents[2] / "shared" / "tokenizers"
 

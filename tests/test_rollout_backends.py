@@ -14,6 +14,7 @@ import pytest
 
 import toolworld.rollout as rollout_pkg
 from rollout_kit import make_task, retail, tool_call_ids_answered
+from toolworld.records.messages import AssistantTurn
 from toolworld.rollout.backends import (
     GoldPolicy,
     OpenAIPolicy,
@@ -25,7 +26,7 @@ from toolworld.rollout.backends import (
     parse_arguments,
 )
 from toolworld.rollout.loop import Limits, run_episode
-from toolworld.rollout.policy import AgentSession, AssistantTurn, InfraError, Policy
+from toolworld.rollout.policy import AgentSession, InfraError, Policy
 from toolworld.world import ToolCall
 
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from rollout_kit import make_task
 from toolworld.cli import app
-from toolworld.rollout.trajectory import Trajectory
+from toolworld.records.trajectory import Trajectory
 from toolworld.store import RunStore
 from toolworld.tasks.model import write_jsonl
 

@@ -17,9 +17,9 @@ from gguf_kit import SMOLLM2, write_tiny_smollm2_gguf
 from rollout_kit import make_task
 from toolworld.cli import app
 from toolworld.rollout.policy import InfraError
-from toolworld.rollout.tokens import TokenBuffer
 from toolworld.store import RunStore
 from toolworld.tasks.model import write_jsonl
+from toolworld.tokens import TokenBuffer
 
 needs_shared = pytest.mark.skipif(not SMOLLM2.is_dir(), reason=f"needs the shared tokenizers at {SMOLLM2}")
 

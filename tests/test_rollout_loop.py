@@ -13,11 +13,12 @@ import pytest
 
 import sdkworld
 from rollout_kit import make_task, retail, tool_call_ids_answered
+from toolworld.records.messages import AssistantTurn
+from toolworld.records.trajectory import Trajectory
 from toolworld.rollout.backends import GoldPolicy, ScriptedPolicy
 from toolworld.rollout.loop import Limits, run_episode, run_many
 from toolworld.rollout.noise import NoiseConfig, derive_seed
-from toolworld.rollout.policy import AssistantTurn, InfraError
-from toolworld.rollout.trajectory import Trajectory
+from toolworld.rollout.policy import InfraError
 from toolworld.rollout.user import LLMUser, ScriptedUser
 from toolworld.world import ToolCall
 

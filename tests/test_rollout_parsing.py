@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolworld.rollout.parsing import FORMATS, parse_tool_calls
+from toolworld.tokens.dialects import FORMATS, parse_tool_calls
 from toolworld.world import get_world
 
 TOOLS = [{"type": "function", "function": {"name": "get_order", "parameters": {"type": "object", "properties": {

@@ -17,7 +17,7 @@ import pytest
 
 from rollout_kit import shared_tokenizer, tool_call_ids_answered
 from toolworld.rollout.token_policy import Generation, TokenPolicy
-from toolworld.rollout.tokens import TitoConversation, TokenBuffer, tool_call_text, tool_system_prompt
+from toolworld.tokens import TitoConversation, TokenBuffer, tool_call_text, tool_system_prompt
 
 SMOL_IM_START, SMOL_IM_END = 1, 2
 QWEN_IM_START, QWEN_IM_END, QWEN_NEWLINE, QWEN_THINK = 151644, 151645, 198, 151667

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from rollout_kit import make_task, retail, shared_tokenizer, tool_call_ids_answered
+from toolworld.records.messages import AssistantTurn
 from toolworld.rollout.backends import ScriptedPolicy
 from toolworld.rollout.loop import Limits, run_episode
-from toolworld.rollout.policy import AssistantTurn
 from toolworld.rollout.token_policy import Generation, TokenPolicy
-from toolworld.rollout.tokens import TokenBuffer
+from toolworld.tokens import TokenBuffer
 from toolworld.world import ToolCall
 
 FAST = Limits(infra_backoff_s=0.0, max_wall_s=None)

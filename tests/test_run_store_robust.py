@@ -26,12 +26,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-import toolworld.rollout.cli_run as cli_run
+import toolworld.cli.run as cli_run
 import toolworld.score as score_pkg
 from rollout_kit import make_task
 from toolworld.cli import app
+from toolworld.records.messages import AssistantTurn
 from toolworld.rollout.backends import ScriptedPolicy
-from toolworld.rollout.policy import AssistantTurn, InfraError
+from toolworld.rollout.policy import InfraError
 from toolworld.store import RunStore, StoreError
 from toolworld.store.runstore import encode_json
 from toolworld.tasks.model import write_jsonl

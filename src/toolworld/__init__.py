@@ -1,10 +1,10 @@
 """toolworld: realistic worlds for tool-using agents, verifiable tasks, token-exact rollouts."""
 
+from .records.trajectory import Trajectory
 from .rollout.policy import Policy
-from .rollout.tokens import TokenBuffer
-from .rollout.trajectory import Trajectory
 from .score import Score
 from .tasks.model import Task, TaskSet
+from .tokens import TokenBuffer
 from .world import (
     ChangeSet,
     Ctx,

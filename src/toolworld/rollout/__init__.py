@@ -1,5 +1,6 @@
 """Rollouts: policies, token-exact buffers, tool-call parsing and the async episode loop."""
 
-from .policy import AgentSession, AssistantTurn, InfraError, Message, Policy
+from ..records.messages import AssistantTurn, Message
+from .policy import AgentSession, InfraError, Policy
 
 __all__ = ["AgentSession", "AssistantTurn", "InfraError", "Message", "Policy"]

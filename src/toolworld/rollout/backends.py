@@ -23,8 +23,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..records.messages import AssistantTurn, Message
 from ..world.episode import ToolCall
-from .policy import AssistantTurn, InfraError, Message, Policy
+from .policy import InfraError, Policy
 
 if TYPE_CHECKING:
     from ..tasks.model import Task

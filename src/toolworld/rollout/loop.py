@@ -31,11 +31,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..records.messages import AssistantTurn, Message
+from ..records.trajectory import NoiseEvent, Step, Termination, Trajectory, TurnRecord, Usage
+from ..tokens.dialects import malformed_result
 from ..world.episode import Episode, ToolCall
 from .noise import UNAVAILABLE_TYPE, NoiseConfig, NoiseInjector, derive_seed, unavailable_observation
-from .parsing import malformed_result
-from .policy import AgentSession, AssistantTurn, InfraError, Message, Policy
-from .trajectory import NoiseEvent, Step, Termination, Trajectory, TurnRecord, Usage
+from .policy import AgentSession, InfraError, Policy
 from .user import ScriptedUser, UserReply, UserSession, UserSimulator
 
 if TYPE_CHECKING:

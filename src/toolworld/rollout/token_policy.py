@@ -26,9 +26,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from .parsing import FORMATS, parse_tool_calls
-from .policy import AssistantTurn, FinishReason, InfraError, Message
-from .tokens import ChatTemplate, TemplateError, TitoConversation, TokenBuffer, load_tokenizer
+from ..records.messages import AssistantTurn, FinishReason, Message
+from ..tokens import ChatTemplate, TemplateError, TitoConversation, TokenBuffer, load_tokenizer
+from ..tokens.dialects import FORMATS, parse_tool_calls
+from .policy import InfraError
 
 if TYPE_CHECKING:
     from ..tasks.model import Task
@@ -135,7 +136,7 @@ class TokenPolicy:
     """A ``Policy`` for any ``Engine``: token-exact multi-turn rollouts with tool calls.
 
     ``tokenizer`` (an object or a tokenizer folder) defaults to ``engine.tokenizer``. ``tool_format`` picks
-    the tool-call dialect to parse (``auto`` recognises all; see ``toolworld.rollout.parsing``).
+    the tool-call dialect to parse (``auto`` recognises all; see ``toolworld.tokens.dialects``).
     ``template_kwargs`` go to every template render (e.g. ``{"enable_thinking": False}`` for Qwen3).
     The template probes run once per distinct tool list and are shared by all sessions.
     """

@@ -19,7 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from .policy import Message, Policy
+from ..records.messages import Message
+from .policy import Policy
 
 if TYPE_CHECKING:
     from ..tasks.model import Task

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from .changes import same, short
 
 if TYPE_CHECKING:
-    from ..rollout.trajectory import Step
+    from ..records.trajectory import Step
 
 Normalize = Callable[[str, Any], Any]
 

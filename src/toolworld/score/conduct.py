@@ -40,7 +40,7 @@ from .changes import short
 from .outputs import message_text
 
 if TYPE_CHECKING:
-    from ..rollout.trajectory import Step, Trajectory
+    from ..records.trajectory import Step, Trajectory
     from ..tasks.model import Task
     from ..world.world import World
 

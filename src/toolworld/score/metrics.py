@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .model import SCORER_VERSION, Score
 
 if TYPE_CHECKING:
-    from ..rollout.trajectory import Trajectory
+    from ..records.trajectory import Trajectory
     from ..tasks.model import Task
 
 

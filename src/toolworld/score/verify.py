@@ -45,7 +45,7 @@ from .model import SCORER_VERSION, Component, Score
 from .outputs import assistant_messages, check_outputs, reason_facts, refuses, states_refusal
 
 if TYPE_CHECKING:
-    from ..rollout.trajectory import Trajectory
+    from ..records.trajectory import Trajectory
     from ..tasks.model import Task
     from ..world.world import World
 

@@ -7,7 +7,7 @@
 - ``chat``: one conversation per row in the OpenAI chat shape (``messages`` and ``tools``, tool-call
   arguments as JSON objects) for trainers that render with their own template.
 - ``sft``: the conversations rendered through a model's own chat template as toolworld's token-level rollouts
-  render them (``ChatTemplate.prepare`` and the token bridge of ``rollout.tokens``): ``input_ids`` and
+  render them (``ChatTemplate.prepare`` and the token bridge of ``toolworld.tokens``): ``input_ids`` and
   ``assistant_masks`` (1 on the tokens a model has to produce: each assistant turn after its generation prompt,
   through its end-of-turn token), plus the prepared ``messages``. TRL's ``SFTTrainer`` reads such rows as they
   are; most templates have no ``{% generation %}`` markers, so the mask travels with the data instead of being
@@ -42,7 +42,7 @@ from typing import IO, TYPE_CHECKING, Any
 from .runstore import encode_json, encode_model
 
 if TYPE_CHECKING:
-    from ..rollout.tokens import ChatTemplate
+    from ..tokens import ChatTemplate
     from .runstore import RunStore
 
 EXPORT_FORMATS = ("jsonl", "parquet", "chat", "sft", "tokens")
@@ -262,8 +262,8 @@ def _turn_ids(template: ChatTemplate, messages: Sequence[Mapping[str, Any]], ind
     message), so no model could sample the turn token-exactly; then the turn is taken from the render that ends
     on it: what follows the point where it departs from a render ending on a placeholder assistant turn.
     """
-    from ..rollout.audit import reference_assistant_ids
-    from ..rollout.tokens import SENTINEL, _lcp
+    from ..tokens import SENTINEL, lcp
+    from ..tokens.audit import reference_assistant_ids
 
     ids = reference_assistant_ids(template, list(messages), index)
     if ids is not None:
@@ -271,7 +271,7 @@ def _turn_ids(template: ChatTemplate, messages: Sequence[Mapping[str, Any]], ind
     msgs = list(messages[:index + 1])
     real = template.render(msgs)
     placeholder = template.render([*msgs[:index], {"role": "assistant", "content": SENTINEL}])
-    start = _lcp(real, placeholder)
+    start = lcp(real, placeholder)
     all_ids, starts = template.encode_offsets(real)
     tail = [i for i, s in zip(all_ids, starts, strict=True) if s >= start]
     last = max((k for k, i in enumerate(tail) if i in template.stop_set), default=None)
@@ -300,7 +300,7 @@ def render_sft(template: ChatTemplate, messages: Sequence[Mapping[str, Any]]) ->
     and the mask is 1 on the produced tokens only. Messages after the last assistant turn carry no loss and are
     left out.
     """
-    from ..rollout.tokens import TitoConversation
+    from ..tokens import TitoConversation
 
     msgs = [dict(m) for m in messages]
     last = max((k for k, m in enumerate(msgs) if m.get("role") == "assistant"), default=None)
@@ -357,7 +357,7 @@ def load_export_tokenizer(source: str | Path) -> Any:
         from ..rollout.engines.gguf import load_gguf_tokenizer
 
         return load_gguf_tokenizer(path)
-    from ..rollout.tokens import TemplateError, load_tokenizer
+    from ..tokens import TemplateError, load_tokenizer
 
     try:
         return load_tokenizer(path)
@@ -387,7 +387,7 @@ def _tokenizer_for(store: RunStore, tokenizer: Any) -> tuple[Any, str]:
 def sft_records(store: RunStore, tokenizer: Any = None, *, include_failed: bool = False) -> Iterator[dict[str, Any]]:
     """Rows of the ``sft`` format: each exportable conversation rendered through ``tokenizer``'s chat template
     (a tokenizer object, a folder or a .gguf file; default: the run's own policy's)."""
-    from ..rollout.tokens import ChatTemplate, TemplateError
+    from ..tokens import ChatTemplate, TemplateError
 
     tok, label = _tokenizer_for(store, tokenizer)
     templates: dict[str, ChatTemplate] = {}
@@ -421,7 +421,7 @@ def token_records(store: RunStore) -> Iterator[dict[str, Any]]:
     Raises ``ExportError('no_token_buffers')`` when no trial has one (a message-level policy such as gold or
     openai), since such a run has no sampled tokens to train on.
     """
-    from ..rollout.tokens import TokenBuffer
+    from ..tokens import TokenBuffer
 
     seen = 0
     for traj, score, _row in store.trials():

@@ -46,7 +46,7 @@ except ImportError:  # pragma: no cover - platform dependent
     fcntl = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from ..rollout.trajectory import Trajectory
+    from ..records.trajectory import Trajectory
     from ..score import Score
     from ..tasks.model import Task
 
@@ -613,7 +613,7 @@ class RunStore:
         A row that cannot be read (torn page, corrupt blob, bad JSON, a trajectory that does not validate, a
         trial whose task is unreadable) is reported through ``on_damage`` and skipped.
         """
-        from ..rollout.trajectory import Trajectory
+        from ..records.trajectory import Trajectory
         from ..score import Score
 
         position = {t.id: i for i, t in enumerate(self.tasks())}
@@ -729,7 +729,7 @@ def _build(path: Path, meta: dict[str, str], tasks: list[tuple[Any, ...]], trial
 
 def _stub(trajectory: Trajectory, exc: BaseException) -> Trajectory:
     """What is stored for a trajectory that cannot be serialised: its identity and why, as an infra error."""
-    from ..rollout.trajectory import Trajectory
+    from ..records.trajectory import Trajectory
 
     return Trajectory(
         task_id=trajectory.task_id, world=str(trajectory.world), seed=int(trajectory.seed), trial=trajectory.trial,

@@ -11,7 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ..clikit import console, err_console, fail, world_or_fail
+from .kit import console, err_console, fail, world_or_fail
 
 tasks_app = typer.Typer(
     help="Synthesize tasks whose correct end state is known (executed gold actions), verify them by replay, "
@@ -42,8 +42,8 @@ def generate(
 
     Every task is replayed once more before it is written; duplicates (same request, same end state) are dropped.
     """
-    from .generate import generate as run_generate
-    from .generate import parse_mix
+    from ..tasks.generate import generate as run_generate
+    from ..tasks.generate import parse_mix
 
     w = world_or_fail(world)
     try:
@@ -65,13 +65,13 @@ def generate(
             report = run_generate(w, n, seed=seed, sampler=mix, workers=workers, on_progress=tick)
         except ValueError as exc:
             fail("generation_failed", str(exc))
-    from .model import write_jsonl
+    from ..tasks.model import write_jsonl
 
     out.parent.mkdir(parents=True, exist_ok=True)
     write_jsonl(out, report.lines)
     took = time.perf_counter() - start
     if parquet is not None:
-        from .model import export_parquet
+        from ..tasks.model import export_parquet
 
         try:
             export_parquet(report.tasks, parquet)
@@ -87,7 +87,7 @@ def generate(
 
 
 def _load(path: Path):  # type: ignore[no-untyped-def]
-    from .model import TaskSet
+    from ..tasks.model import TaskSet
 
     if not path.exists():
         fail("file_not_found", f"no such task file: {path}")
@@ -109,7 +109,7 @@ def verify(file: FileArg) -> None:
     Prints each failure with its task id, line and first differing step; the last line is
     `N verified, M failed` (unreadable lines count as failed) and the exit code is 1 when M > 0.
     """
-    from .verify import verify_tasks
+    from ..tasks.verify import verify_tasks
 
     ts = _load(file)
     with _progress() as progress:
@@ -128,8 +128,8 @@ def verify(file: FileArg) -> None:
 @tasks_app.command()
 def stats(file: FileArg, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Coverage of tools as targets, kinds and refusal share, path-length and difficulty histograms."""
+    from ..tasks.verify import task_stats
     from ..world import WorldError, get_world
-    from .verify import task_stats
 
     ts = _load(file)
     data = task_stats(ts.tasks)
@@ -165,7 +165,7 @@ def export(
     out: Annotated[Path, typer.Option("-o", "--out", help="Output .parquet file.")],
 ) -> None:
     """Export a task file to Parquet (needs the `data` extra: pip install 'toolworld\\[data]')."""
-    from .model import export_parquet
+    from ..tasks.model import export_parquet
 
     ts = _load(file)
     try:

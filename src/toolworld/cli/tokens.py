@@ -30,9 +30,9 @@ def register(app: typer.Typer) -> None:
 
         from rich.table import Table
 
-        from ..clikit import console, err_console, fail
-        from .audit import audit_template, summary_row
-        from .tokens import TemplateError
+        from ..tokens.audit import audit_template, summary_row
+        from ..tokens.template import TemplateError
+        from .kit import console, err_console, fail
 
         logging.getLogger("toolworld.tito").setLevel(logging.ERROR)  # fallbacks are the audit's findings
         results = []

@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 
-from .world import World, WorldError, get_world
+from ..world import World, WorldError, get_world
 
 console = Console()
 err_console = Console(stderr=True)

@@ -16,8 +16,8 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
-from .clikit import console, err_console, fail, world_or_fail
-from .world import Episode, WorldError, list_worlds
+from ..world import Episode, WorldError, list_worlds
+from .kit import console, err_console, fail, world_or_fail
 
 app = typer.Typer(
     name="toolworld",
@@ -152,10 +152,12 @@ def tour(
 
 
 def _register_command_groups() -> None:
-    """Commands that live beside the code they drive (tasks/, rollout/) add themselves here."""
-    from .rollout import cli_models, cli_run, cli_tokens
-    from .store import cli as store_cli
-    from .tasks import cli as tasks_cli
+    """Each command group is one module of this package; it adds its commands here."""
+    from . import models as cli_models
+    from . import run as cli_run
+    from . import store as store_cli
+    from . import tasks as tasks_cli
+    from . import tokens as cli_tokens
 
     for module in (tasks_cli, cli_run, store_cli, cli_tokens, cli_models):
         module.register(app)

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..clikit import console, err_console, fail
+from .kit import console, err_console, fail
 
 if TYPE_CHECKING:
-    from .runstore import RunStore
+    from ..store.runstore import RunStore
 
 SUMMARY = "summary.json"
 REPORT = "report.html"
@@ -39,7 +39,7 @@ def print_damage(line: str) -> None:
 
 def _open_or_fail(out: Path, *, writer: bool = False) -> RunStore:
     """The run store in ``out`` (``writer``: locked against a run or another rescore), or a structured error."""
-    from .runstore import RunStore, StoreError
+    from ..store.runstore import RunStore, StoreError
 
     try:
         return RunStore.open(out, writer=writer, on_damage=print_damage)
@@ -137,7 +137,7 @@ def rescore(
 
     Rewrites the scores in run.db, summary.json and report.html; prints how many scores changed.
     """
-    from .runstore import StoreError
+    from ..store.runstore import StoreError
 
     store = _open_or_fail(out, writer=not check)
     try:
@@ -178,7 +178,7 @@ def _rescored(store: RunStore, tasks: dict[str, Any]) -> tuple[list[Any], list[t
 
 def report(out: RunDir) -> None:
     """Write DIR/report.html (self-contained, works offline) from the stored run; also refreshes summary.json."""
-    from .runstore import StoreError
+    from ..store.runstore import StoreError
 
     store = _open_or_fail(out)
     try:
@@ -211,8 +211,8 @@ def export(
 
     Example: toolworld export runs/gold --format sft --tokenizer ./Qwen3-8B
     """
-    from .export import DEFAULT_NAMES, EXPORT_FORMATS, ExportError, export_run
-    from .runstore import StoreError
+    from ..store.export import DEFAULT_NAMES, EXPORT_FORMATS, ExportError, export_run
+    from ..store.runstore import StoreError
 
     fmt = fmt.strip().lower()
     if fmt not in EXPORT_FORMATS:

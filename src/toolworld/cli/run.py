@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..clikit import err_console, fail, world_or_fail
+from .kit import err_console, fail, world_or_fail
 
 if TYPE_CHECKING:
+    from ..records.trajectory import Trajectory
+    from ..rollout.policy import Policy
     from ..store import RunStore
     from ..tasks.model import LineError, Task
-    from .policy import Policy
-    from .trajectory import Trajectory
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app (kept import-light: heavy imports go inside commands)."""
@@ -67,8 +67,8 @@ def run(
 
     from rich.markup import escape
 
-    from .loop import Limits, run_many
-    from .noise import NoiseConfig
+    from ..rollout.loop import Limits, run_many
+    from ..rollout.noise import NoiseConfig
 
     w = world_or_fail(world)
     good, errors = _load_tasks(tasks, w.name)
@@ -140,7 +140,7 @@ def run(
                                  user=simulator, noise=noise, on_done=keep, skip=done))  # fmt: skip
         except KeyboardInterrupt:
             interrupted = True
-    from ..store.cli import finish_run, print_run_summary
+    from .store import finish_run, print_run_summary
 
     summary, report = finish_run(store, out, task_file_errors=[str(e) for e in errors])
     store.close()
@@ -157,7 +157,7 @@ def _store_or_fail(out: Path, config: dict[str, Any], tasks: list[Task], resume:
     """The run store in ``out``, locked for this process: a new one, or (with ``--resume``) the existing one if it
     is the same run (every difference that shapes trials is named)."""
     from ..store import RunStore, StoreError
-    from ..store.cli import print_damage
+    from .store import print_damage
 
     try:
         if not RunStore.exists(out):
@@ -338,8 +338,8 @@ def _load_tasks(path: Path, world: str) -> tuple[list[Task], list[LineError]]:
 
 
 def _policy_or_fail(spec: str, what: str) -> Policy:
-    from .backends import make_policy
-    from .policy import InfraError
+    from ..rollout.backends import make_policy
+    from ..rollout.policy import InfraError
 
     try:
         return make_policy(spec)
@@ -355,7 +355,7 @@ def _policy_or_fail(spec: str, what: str) -> Policy:
 
 
 def _user_or_fail(spec: str) -> Any:
-    from .user import LLMUser, ScriptedUser
+    from ..rollout.user import LLMUser, ScriptedUser
 
     if spec.strip().lower() == "scripted":
         return ScriptedUser()
