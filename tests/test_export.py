@@ -21,7 +21,7 @@ from rollout_kit import make_task
 from toolworld.cli import app
 from toolworld.rollout.loop import run_episode
 from toolworld.rollout.token_policy import Generation, TokenPolicy
-from toolworld.score import score_trajectory
+from toolworld.scoring import score_trajectory
 from toolworld.store import RunStore
 from toolworld.store.export import SCHEMAS, export_run, policy_tokenizer_source
 from toolworld.tasks.model import write_jsonl

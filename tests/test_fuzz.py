@@ -23,7 +23,7 @@ from toolworld.records.trajectory import Trajectory
 from toolworld.rollout.loop import Limits, run_many
 from toolworld.rollout.token_policy import Generation, TokenPolicy
 from toolworld.rollout.user import UserReply
-from toolworld.score import score_trajectory
+from toolworld.scoring import score_trajectory
 from toolworld.store.runstore import RunStore
 from toolworld.world import Episode, get_world
 from toolworld.world.episode import MAX_ERROR_CHARS

@@ -27,7 +27,7 @@ from toolworld.report.data import MAX_TEXT_CHARS, viewer_data
 from toolworld.rollout.backends import make_policy
 from toolworld.rollout.loop import run_many
 from toolworld.rollout.noise import NoiseConfig
-from toolworld.score import score_trajectory, summarize
+from toolworld.scoring import score_trajectory, summarize
 
 needs_matplotlib = pytest.mark.skipif(not report_plots.available(),
                                       reason="plots need the 'report' extra: pip install 'toolworld[report]'")  # fmt: skip

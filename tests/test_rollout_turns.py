@@ -105,7 +105,7 @@ def test_a_token_turn_without_sampled_ids_is_marked(world, cancel):
 def test_breaks_divergences_empty_turns_and_renames_are_counted_in_the_summary_and_report(world, cancel, tmp_path):
     from toolworld.report import write_report
     from toolworld.report.render import warnings
-    from toolworld.score import score_trajectory, summarize
+    from toolworld.scoring import score_trajectory, summarize
 
     gold = cancel.gold_actions
     reused = [[ToolCall(a.name, a.arguments, "call_0")] for a in gold]

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import toolworld.cli.run as cli_run
-import toolworld.score as score_pkg
+import toolworld.scoring as score_pkg
 from rollout_kit import make_task
 from toolworld.cli import app
 from toolworld.records.messages import AssistantTurn

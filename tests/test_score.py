@@ -16,7 +16,7 @@ from toolworld.records.trajectory import Trajectory
 from toolworld.rollout.backends import GoldPolicy, ScriptedPolicy, confirmation_request, gold_answer
 from toolworld.rollout.loop import Limits, run_episode, run_many
 from toolworld.rollout.policy import InfraError
-from toolworld.score import (
+from toolworld.scoring import (
     Score,
     align,
     check_outputs,
@@ -29,8 +29,8 @@ from toolworld.score import (
     summarize,
     value_found,
 )
-from toolworld.score.changes import Tables, tables_from_schema
-from toolworld.score.conduct import touches_customer_data
+from toolworld.scoring.changes import Tables, tables_from_schema
+from toolworld.scoring.conduct import touches_customer_data
 from toolworld.tasks.generate import generate
 from toolworld.tasks.model import Task
 from toolworld.world import ToolCall

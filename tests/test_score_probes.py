@@ -24,8 +24,8 @@ from toolworld.rollout.backends import (
 )
 from toolworld.rollout.loop import run_episode, run_many
 from toolworld.rollout.user import ScriptedUser
-from toolworld.score import WEIGHTS, is_affirmative, refuses, score_trajectory, states_refusal
-from toolworld.score.conduct import check_identified
+from toolworld.scoring import WEIGHTS, is_affirmative, refuses, score_trajectory, states_refusal
+from toolworld.scoring.conduct import check_identified
 from toolworld.tasks.generate import generate
 from toolworld.tasks.model import Task
 from toolworld.world import ToolCall

@@ -2,7 +2,7 @@
 
 from .records.trajectory import Trajectory
 from .rollout.policy import Policy
-from .score import Score
+from .scoring import Score
 from .tasks.model import Task, TaskSet
 from .tokens import TokenBuffer
 from .world import (

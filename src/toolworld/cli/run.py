@@ -108,7 +108,7 @@ def run(
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..score import score_trajectory
+    from ..scoring import score_trajectory
 
     tally = {"success": 0, "scored": 0, "infra": 0}
     first_cause: dict[str, Any] = {}

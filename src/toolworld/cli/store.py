@@ -52,7 +52,7 @@ def _rows(store: RunStore) -> tuple[dict[str, Any], list[Any], list[Any], list[d
     trajectories, scores, rows = [], [], []
     for traj, score, _facts in store.trials():
         if score is None:  # stored without a score (should not happen): score it now rather than drop it
-            from ..score import score_trajectory
+            from ..scoring import score_trajectory
 
             score = score_trajectory(tasks[traj.task_id], traj)
         trajectories.append(traj)
@@ -69,7 +69,7 @@ def finish_run(store: RunStore, out: Path, *, task_file_errors: list[str] | None
     A report that cannot be written (a full disk, an unwritable folder) is reported on stderr and never costs the
     summary: the trials are already safe in the store and ``toolworld report DIR`` can be run later.
     """
-    from ..score import summarize
+    from ..scoring import summarize
 
     config = store.config
     tasks, trajectories, scores, rows = _rows(store)
@@ -165,7 +165,7 @@ def rescore(
 
 def _rescored(store: RunStore, tasks: dict[str, Any]) -> tuple[list[Any], list[tuple[str, int]]]:
     """New scores of every readable trial, and the (task, trial) pairs whose score changed."""
-    from ..score import score_trajectory
+    from ..scoring import score_trajectory
 
     new, changed = [], []
     for traj, old, _facts in store.trials():

@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..score.metrics import token_integrity
+from ..scoring.metrics import token_integrity
 
 #: Longest message text (or tool-call argument string) embedded as is; longer ones are cut with a note.
 MAX_TEXT_CHARS = 6000

@@ -47,7 +47,7 @@ except ImportError:  # pragma: no cover - platform dependent
 
 if TYPE_CHECKING:
     from ..records.trajectory import Trajectory
-    from ..score import Score
+    from ..scoring import Score
     from ..tasks.model import Task
 
 M = TypeVar("M", bound=BaseModel)
@@ -614,7 +614,7 @@ class RunStore:
         trial whose task is unreadable) is reported through ``on_damage`` and skipped.
         """
         from ..records.trajectory import Trajectory
-        from ..score import Score
+        from ..scoring import Score
 
         position = {t.id: i for i, t in enumerate(self.tasks())}
         keys = self._keys("trials", "CAST(task_id AS BLOB), trial")

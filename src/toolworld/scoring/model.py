@@ -20,7 +20,7 @@ class Component(BaseModel):
     """One reward component: a named check with its weight and a reason a person can act on."""
 
     name: str = Field(description="'state', 'outputs', 'refusal', 'identified' or 'confirmed' (which apply depends "
-                      "on the task's kind; see toolworld.score.verify).")
+                      "on the task's kind; see toolworld.scoring.verify).")
     passed: bool
     weight: float = Field(description="Share of the reward; weights of a score's components sum to 1.")
     reason: str = Field(description="What was missing, wrong or extra, or why the check passed.")
