@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from rollout_kit import make_task, retail, shared_tokenizer, tool_call_ids_answered
+from toolworld.env.user import UserReply
 from toolworld.records.trajectory import Trajectory
 from toolworld.rollout.loop import Limits, run_many
 from toolworld.rollout.token_policy import Generation, TokenPolicy
-from toolworld.rollout.user import UserReply
 from toolworld.scoring import score_trajectory
 from toolworld.store.runstore import RunStore
 from toolworld.world import Episode, get_world

@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 
 from rollout_kit import make_task, retail
+from toolworld.env.noise import NoiseConfig
 from toolworld.report import plots as report_plots
 from toolworld.report import render as report_render
 from toolworld.report import render_report, write_report
 from toolworld.report.data import MAX_TEXT_CHARS, viewer_data
 from toolworld.rollout.backends import make_policy
 from toolworld.rollout.loop import run_many
-from toolworld.rollout.noise import NoiseConfig
 from toolworld.scoring import score_trajectory, summarize
 
 needs_matplotlib = pytest.mark.skipif(not report_plots.available(),

@@ -13,13 +13,14 @@ import pytest
 
 import sdkworld
 from rollout_kit import make_task, retail, tool_call_ids_answered
+from toolworld.core import derive_seed
+from toolworld.env.noise import NoiseConfig
+from toolworld.env.user import LLMUser, ScriptedUser
 from toolworld.records.messages import AssistantTurn
 from toolworld.records.trajectory import Trajectory
 from toolworld.rollout.backends import GoldPolicy, ScriptedPolicy
 from toolworld.rollout.loop import Limits, run_episode, run_many
-from toolworld.rollout.noise import NoiseConfig, derive_seed
 from toolworld.rollout.policy import InfraError
-from toolworld.rollout.user import LLMUser, ScriptedUser
 from toolworld.world import ToolCall
 
 FAST = Limits(infra_backoff_s=0.0)
@@ -382,7 +383,7 @@ def test_run_many_limits_concurrency(world, tasks):
 
 
 def test_scripted_user_speaks_of_one_order_in_the_singular():
-    from toolworld.rollout.user import answer_from_known
+    from toolworld.env.user import answer_from_known
 
     one = answer_from_known("What is your order number?", {"order_ids": ["#W1234567"]})
     two = answer_from_known("What are your order numbers?", {"order_ids": ["#W1234567", "#W7654321"]})

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from rollout_kit import make_task, retail
+from toolworld.env.user import ScriptedUser
 from toolworld.records.trajectory import Step, Trajectory
 from toolworld.rollout.backends import (
     GibberishPolicy,
@@ -23,7 +24,6 @@ from toolworld.rollout.backends import (
     make_policy,
 )
 from toolworld.rollout.loop import run_episode, run_many
-from toolworld.rollout.user import ScriptedUser
 from toolworld.scoring import WEIGHTS, is_affirmative, refuses, score_trajectory, states_refusal
 from toolworld.scoring.conduct import check_identified
 from toolworld.tasks.generate import generate

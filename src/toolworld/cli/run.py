@@ -67,8 +67,8 @@ def run(
 
     from rich.markup import escape
 
+    from ..env.noise import NoiseConfig
     from ..rollout.loop import Limits, run_many
-    from ..rollout.noise import NoiseConfig
 
     w = world_or_fail(world)
     good, errors = _load_tasks(tasks, w.name)
@@ -355,7 +355,7 @@ def _policy_or_fail(spec: str, what: str) -> Policy:
 
 
 def _user_or_fail(spec: str) -> Any:
-    from ..rollout.user import LLMUser, ScriptedUser
+    from ..env.user import LLMUser, ScriptedUser
 
     if spec.strip().lower() == "scripted":
         return ScriptedUser()

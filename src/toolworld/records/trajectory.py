@@ -65,7 +65,7 @@ class TurnRecord(BaseModel):
 
 
 class NoiseEvent(BaseModel):
-    """One injected perturbation of the environment (see ``rollout.noise``)."""
+    """One injected perturbation of the environment (see ``toolworld.env.noise``)."""
 
     kind: NoiseKind
     turn: int

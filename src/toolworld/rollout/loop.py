@@ -31,13 +31,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..core.seeds import derive_seed
+from ..env.noise import UNAVAILABLE_TYPE, NoiseConfig, NoiseInjector, unavailable_observation
+from ..env.user import ScriptedUser, UserReply, UserSession, UserSimulator
 from ..records.messages import AssistantTurn, Message
 from ..records.trajectory import NoiseEvent, Step, Termination, Trajectory, TurnRecord, Usage
 from ..tokens.dialects import malformed_result
 from ..world.episode import Episode, ToolCall
-from .noise import UNAVAILABLE_TYPE, NoiseConfig, NoiseInjector, derive_seed, unavailable_observation
 from .policy import AgentSession, InfraError, Policy
-from .user import ScriptedUser, UserReply, UserSession, UserSimulator
 
 if TYPE_CHECKING:
     from ..tasks.model import Task

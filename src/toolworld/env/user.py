@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ..records.messages import Message
-from .policy import Policy
+from ..rollout.policy import Policy
 
 if TYPE_CHECKING:
     from ..tasks.model import Task

@@ -13,18 +13,11 @@ nor as an infra error.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from dataclasses import dataclass
 
 UNAVAILABLE_TYPE = "temporarily_unavailable"
-
-
-def derive_seed(*parts: object) -> int:
-    """A stable 31-bit seed from any parts (same on every machine and process, unlike ``hash()``)."""
-    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 @dataclass(frozen=True, slots=True)

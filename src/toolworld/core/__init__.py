@@ -1,0 +1,13 @@
+"""Pieces every layer shares, each with one home: the error base, atomic file writes, retry delays, seed
+derivation, canonical JSON, the cache folder and the plugin registry. Nothing here imports the rest of toolworld.
+"""
+
+from .errors import ToolworldError
+from .files import atomic_write_bytes, atomic_write_text
+from .jsonutil import canonical_json
+from .paths import cache_dir
+from .retry import backoff_delay
+from .seeds import derive_seed
+
+__all__ = ["ToolworldError", "atomic_write_bytes", "atomic_write_text", "backoff_delay", "cache_dir",
+           "canonical_json", "derive_seed"]

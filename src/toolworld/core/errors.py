@@ -1,0 +1,24 @@
+"""The base of every toolworld error: a ``kind`` that scripts branch on, and a message that says what to do.
+
+The command line turns any ``ToolworldError`` into ``{"error": {"type": kind, "message": ...}}`` and exit 1, so a
+new error class needs no handling of its own anywhere: subclass, pick a default ``kind``, raise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ToolworldError(Exception):
+    """An error a caller can act on. ``kind`` is a short snake_case tag (``unknown_world``, ``run_locked``)."""
+
+    #: The kind used when the raiser gives none; subclasses set their own.
+    default_kind = "error"
+
+    def __init__(self, message: str = "", *, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind or self.default_kind
+
+    def to_dict(self) -> dict[str, Any]:
+        """The structured form printed by the command line and stored with infra errors."""
+        return {"type": self.kind, "message": str(self)}
