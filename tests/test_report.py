@@ -325,7 +325,7 @@ def test_write_report_replaces_the_file_atomically(tmp_path, gold, monkeypatch):
     assert sorted(os.listdir(out)) == ["report.html"] and path.read_bytes() == before
 
     with monkeypatch.context() as m:  # the rename fails: the temporary file is removed, the old report stays
-        m.setattr(report_render.os, "replace", boom)
+        m.setattr(os, "replace", boom)  # the one atomic write (toolworld.core.files) renames with os.replace
         with pytest.raises(RuntimeError):
             write_report(out, {}, rows[:1], config={})
     assert sorted(os.listdir(out)) == ["report.html"] and path.read_bytes() == before

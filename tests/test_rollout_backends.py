@@ -5,25 +5,28 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
-import types
 from typing import Any
 
 import httpx
 import pytest
 
-import toolworld.rollout as rollout_pkg
 from rollout_kit import make_task, retail, tool_call_ids_answered
 from toolworld.records.messages import AssistantTurn
+from toolworld.rollout import engines
 from toolworld.rollout.backends import (
     GoldPolicy,
     OpenAIPolicy,
+    PolicySpec,
     ScriptedPolicy,
     as_turn,
     corrupt_value,
     gold_answer,
     make_policy,
     parse_arguments,
+    parse_spec,
+    spec_forms,
 )
 from toolworld.rollout.loop import Limits, run_episode
 from toolworld.rollout.policy import AgentSession, InfraError, Policy
@@ -65,27 +68,50 @@ def test_openai_specs(monkeypatch):
 
 def test_token_specs_go_to_the_engines_lazily(monkeypatch):
     calls: list[tuple[Any, ...]] = []
-    fake = types.ModuleType("toolworld.rollout.engines")
 
     def make_token_policy(kind: str, target: str | None, **options: Any) -> Any:
         calls.append((kind, target, options))
         return GoldPolicy()
 
-    fake.make_token_policy = make_token_policy  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "toolworld.rollout.engines", fake)
-    monkeypatch.setattr(rollout_pkg, "engines", fake, raising=False)
+    monkeypatch.setattr(engines, "make_token_policy", make_token_policy)
     make_policy("hf:./model,temperature=0.7,max_tokens=256")
     make_policy("gguf:/models/m.gguf")
-    make_policy("vllm:Qwen/Qwen3-8B@http://localhost:8000/v1,top_p=0.9")
+    make_policy("vllm:Qwen/Qwen3-8B@http://localhost:8000/v1,timeout_s=5")
     make_policy("smollm2")
     make_policy("smollm2,temperature=0")
     assert calls == [
         ("hf", "./model", {"temperature": 0.7, "max_tokens": 256}),
         ("gguf", "/models/m.gguf", {}),
-        ("vllm", "Qwen/Qwen3-8B@http://localhost:8000/v1", {"top_p": 0.9}),
+        ("vllm", "Qwen/Qwen3-8B@http://localhost:8000/v1", {"timeout_s": 5}),
         ("smollm2", None, {}),
         ("smollm2", None, {"temperature": 0}),
     ]
+    # an option the kind does not take is named before anything is built
+    with pytest.raises(ValueError, match=r"unknown vllm option\(s\) \['top_p'\]; vllm takes temperature"):
+        make_policy("vllm:Qwen/Qwen3-8B@http://localhost:8000/v1,top_p=0.9")
+    assert len(calls) == 5
+
+
+def test_registering_the_token_kinds_imports_no_model_library():
+    code = ("import sys; from toolworld.rollout.backends import POLICIES, make_policy, spec_forms; "
+            "assert {'hf', 'gguf', 'vllm', 'smollm2'} <= set(POLICIES.names()); spec_forms(); "
+            "make_policy('gold:drop=0.1'); "
+            "print(sorted(m for m in ('torch', 'transformers', 'xllamacpp', 'openai') if m in sys.modules))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_spec_forms_and_parsing_come_from_the_registrations():
+    forms = spec_forms()
+    assert [f.split()[0] for f in forms][:8] == ["gold[:drop=P,repeat=P,corrupt=P,seed=N]", "noop", "gibberish[:seed=N]",
+                                                 "openai:MODEL[@URL][,k=v...]", "vllm:MODEL@URL[,k=v...]",
+                                                 "hf:PATH[,k=v...]", "gguf:PATH[,k=v...]", "smollm2[,k=v...]"]  # fmt: skip
+    # a kind that takes no target reads what follows the colon as options; one that does keeps it whole
+    assert parse_spec("gibberish:seed=3") == PolicySpec("gibberish", None, {"seed": 3}, ("seed=3",))
+    assert parse_spec("Gold:seed=1, drop=0.3").canonical == parse_spec("gold,drop=0.3,seed=1").canonical
+    spec = parse_spec("openai:m@http://h:8000/v1,temperature=0.5")
+    assert (spec.target, spec.options) == ("m@http://h:8000/v1", {"temperature": 0.5})
+    assert parse_spec("retired:x=1").target is None and parse_spec("retired:path").target == "path"  # unregistered
 
 
 @pytest.mark.parametrize("spec, why", [

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import sdkworld
+from toolworld.core import registry as core_registry
 from toolworld.world import Entity, EntityRef, Rng, World, WorldError, cache_dir, get_world, list_worlds, registry, tool
 
 TESTS = Path(__file__).resolve().parent
@@ -425,9 +426,13 @@ def fake_registry(monkeypatch):
         "not_a_world": "sdkworld:CLOCK",
         "missing": "sdkworld:no_such_attribute",
     }
-    monkeypatch.setattr(registry, "available", lambda: dict(targets))
-    monkeypatch.setattr(registry, "_loaded", {})
-    return targets
+    with registry.WORLDS.isolated():  # these worlds and nothing else, for this test only
+        monkeypatch.setattr(core_registry, "entry_points", lambda group: [])
+        for name in registry.WORLDS.names():
+            registry.WORLDS.unregister(name)
+        for name, target in targets.items():
+            registry.WORLDS.register_lazy(name, target)
+        yield targets
 
 
 def test_get_world_loads_objects_and_factories_once(fake_registry):

@@ -16,7 +16,8 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
-from ..world import Episode, WorldError, list_worlds
+from ..core.errors import ToolworldError
+from ..world import Episode, list_worlds
 from .kit import console, err_console, fail, world_or_fail
 
 app = typer.Typer(
@@ -155,11 +156,12 @@ def _register_command_groups() -> None:
     """Each command group is one module of this package; it adds its commands here."""
     from . import models as cli_models
     from . import run as cli_run
+    from . import serve as cli_serve
     from . import store as store_cli
     from . import tasks as tasks_cli
     from . import tokens as cli_tokens
 
-    for module in (tasks_cli, cli_run, store_cli, cli_tokens, cli_models):
+    for module in (tasks_cli, cli_run, store_cli, cli_tokens, cli_models, cli_serve):
         module.register(app)
 
 
@@ -167,11 +169,12 @@ _register_command_groups()
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: any toolworld error a command does not handle itself still ends as one
+    structured JSON error (its ``kind`` as ``error.type``) and exit 1, never as a traceback."""
     try:
         app()
-    except WorldError as exc:
-        print(json.dumps({"error": {"type": "world_error", "message": str(exc)}}))
+    except ToolworldError as exc:
+        print(json.dumps({"error": {"type": exc.kind, "message": str(exc)}}, ensure_ascii=False))
         sys.exit(1)
 
 

@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 
+from ..core.errors import ToolworldError
 from ..world import World, WorldError, get_world
 
 console = Console()
@@ -22,6 +23,12 @@ def fail(type_: str, message: str, **extra: Any) -> NoReturn:
     """Print a structured error and exit 1."""
     print(json.dumps({"error": {"type": type_, "message": message, **extra}}, ensure_ascii=False))
     raise typer.Exit(1)
+
+
+def fail_with(exc: ToolworldError) -> NoReturn:
+    """Print a toolworld error as the structured error of its ``kind`` (extra fields included) and exit 1."""
+    data = exc.to_dict()
+    fail(str(data.pop("type")), str(data.pop("message")), **data)
 
 
 def world_or_fail(name: str) -> World:

@@ -3,11 +3,18 @@ derivation, canonical JSON, the cache folder and the plugin registry. Nothing he
 """
 
 from .errors import ToolworldError
-from .files import atomic_write_bytes, atomic_write_text
+from .files import (
+    atomic_directory,
+    atomic_path,
+    atomic_text_writer,
+    atomic_write_bytes,
+    atomic_write_text,
+    atomic_writer,
+)
 from .jsonutil import canonical_json
 from .paths import cache_dir
 from .retry import backoff_delay
 from .seeds import derive_seed
 
-__all__ = ["ToolworldError", "atomic_write_bytes", "atomic_write_text", "backoff_delay", "cache_dir",
-           "canonical_json", "derive_seed"]
+__all__ = ["ToolworldError", "atomic_directory", "atomic_path", "atomic_text_writer", "atomic_write_bytes",
+           "atomic_write_text", "atomic_writer", "backoff_delay", "cache_dir", "canonical_json", "derive_seed"]

@@ -20,5 +20,18 @@ class ToolworldError(Exception):
         self.kind = kind or self.default_kind
 
     def to_dict(self) -> dict[str, Any]:
-        """The structured form printed by the command line and stored with infra errors."""
+        """The structured form the command line prints: ``{"type": kind, "message": ...}``."""
         return {"type": self.kind, "message": str(self)}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Errors cross process boundaries (task generation in worker processes). The default pickling calls
+        # ``cls(*args)``, which breaks for subclasses whose constructor takes ``(kind, message)``; rebuilding
+        # from the instance's attributes works for every subclass.
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[ToolworldError], args: tuple[Any, ...], state: dict[str, Any]) -> ToolworldError:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error

@@ -14,8 +14,10 @@ nor as an infra error.
 from __future__ import annotations
 
 import json
-import random
 from dataclasses import dataclass
+
+from ..core.seeds import derive_seed
+from ..world.rng import Rng
 
 UNAVAILABLE_TYPE = "temporarily_unavailable"
 
@@ -67,14 +69,15 @@ class NoiseInjector:
 
     def __init__(self, config: NoiseConfig, task_id: str, trial: int) -> None:
         self.config = config
-        self._key = f"noise:{config.seed}:{task_id}:{trial}"
+        self._key = ("noise", config.seed, task_id, trial)
 
     def draw(self, step: int) -> StepNoise:
         """The noise for the call at ``step`` (0-based index among the episode's tool calls)."""
         c = self.config
         if not c.active:
             return StepNoise()
-        rng = random.Random(f"{self._key}:{step}")
+        # A generator of its own per step: a step's draws never depend on how many draws other steps made.
+        rng = Rng(derive_seed(*self._key, step))
         # Always draw all three so that changing one probability does not shift the others' draws.
         fail_u, latency_u, truncate_u = rng.random(), rng.random(), rng.random()
         return StepNoise(

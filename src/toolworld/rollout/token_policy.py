@@ -20,12 +20,13 @@ the engine for a completion, appends the sampled ids unchanged, and parses tool 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from ..core.jsonutil import canonical_json
+from ..core.seeds import derive_seed
 from ..records.messages import AssistantTurn, FinishReason, Message
 from ..tokens import ChatTemplate, TemplateError, TitoConversation, TokenBuffer, load_tokenizer
 from ..tokens.dialects import FORMATS, parse_tool_calls
@@ -63,8 +64,9 @@ class Engine(Protocol):
 
 
 def turn_seed(seed: int, turn: int) -> int:
-    """A per-turn sampling seed derived from the episode seed, so reruns of an episode sample the same way."""
-    return (seed * 1_000_003 + turn * 7_919 + 1) & 0x7FFF_FFFF
+    """A per-turn sampling seed derived from the episode seed, so reruns of an episode sample the same way
+    (a hash of both, so neighbouring episodes and turns get unrelated seeds)."""
+    return derive_seed("turn", seed, turn)
 
 
 class TokenSession:
@@ -172,7 +174,7 @@ class TokenPolicy:
 
     def template(self, tools: Sequence[Mapping[str, Any]] | None) -> ChatTemplate:
         """The (cached) ``ChatTemplate`` for a tool list."""
-        key = json.dumps(list(tools or []), sort_keys=True, ensure_ascii=False)
+        key = canonical_json(list(tools or []))
         hit = self._templates.get(key)
         if hit is None:
             hit = self._templates[key] = ChatTemplate(self.tokenizer, tools, template_kwargs=self.template_kwargs)

@@ -2,7 +2,8 @@
 conduct: identification and confirmation), reward components, pass@k / pass^k and the first divergent step.
 
 ``score_trajectory(task, trajectory)`` gives a :class:`Score` per trial; ``summarize`` turns a run's
-trajectories and scores into its ``summary.json``. Nothing here runs a model.
+trajectories and scores into its ``summary.json`` (``Summary.compute`` into the typed :class:`Summary`). Nothing
+here runs a model.
 """
 
 from .align import Alignment, align
@@ -11,21 +12,27 @@ from .conduct import check_confirmed, check_identified, is_affirmative
 from .metrics import pass_at_k, pass_hat_k, percentile, summarize
 from .model import SCORER_VERSION, Component, Score
 from .outputs import check_outputs, cites_reason, output_kind, refuses, states_refusal, value_found
-from .verify import WEIGHTS, score_trajectory
+from .summary import Summary
+from .verify import COMPONENTS, WEIGHTS, Evidence, Verdict, component, score_trajectory, weights
 
 __all__ = [
+    "COMPONENTS",
     "SCORER_VERSION",
     "WEIGHTS",
     "Alignment",
     "Component",
     "Diff",
+    "Evidence",
     "Score",
+    "Summary",
+    "Verdict",
     "align",
     "check_confirmed",
     "check_identified",
     "check_outputs",
     "cites_reason",
     "compare_changes",
+    "component",
     "is_affirmative",
     "output_kind",
     "pass_at_k",
@@ -36,4 +43,5 @@ __all__ = [
     "states_refusal",
     "summarize",
     "value_found",
+    "weights",
 ]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ..world.episode import canonical_json
+from ..core.jsonutil import canonical_json
 
 Row = dict[str, Any]
 

@@ -121,6 +121,9 @@ def summarize(tasks: Mapping[str, Task], trajectories: Sequence[Trajectory], sco
     errors) cannot estimate pass@k without inventing trials, so it is left out of that k's average (and kept in
     the smaller ks); ``pass_k_tasks`` says how many tasks each k averages over, and a k no task reaches is None.
     Rates over an empty set are None, except ``success_rate`` and ``mean_reward``, which are 0.0.
+
+    This is the plain JSON form; :meth:`toolworld.scoring.summary.Summary.compute` gives the same numbers as a
+    typed model (what the pipeline, the report and the command line read).
     """
     if trials < 1:
         raise ValueError(f"trials must be at least 1, got {trials}")

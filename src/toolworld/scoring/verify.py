@@ -31,16 +31,34 @@ refuses and cites the rule or a fact of its reason (``score.outputs.states_refus
 
 A trajectory that ended on an infra error says nothing about the agent: it gets ``infra_error=True``, reward
 0 and no components, and metrics leave it out.
+
+Each component is a function registered with :func:`component`, with its weight per task kind; the score lists
+the components that apply heaviest first. Components from other packages (the ``toolworld.scorers`` entry
+points, or a module that uses the decorator) are **opt-in**: they count only in a call that names them,
+``score_trajectory(task, trajectory, extra=["politeness"])``, which then records them in ``scorer_version``
+(``toolworld-score/2+politeness``), so that installing a package never changes anyone's rewards unasked and
+a stored score says which rules produced it::
+
+    from toolworld.scoring import Verdict, component
+
+    @component("politeness", kinds={"action": 0.1, "info": 0.1})
+    def politeness(ev):  # ev: Evidence (task, trajectory, world, diff, outputs)
+        rude = [m for m in ev.replies if "stupid" in m.lower()]
+        return Verdict(not rude, "no rude reply" if not rude else f"rude: {rude[0][:80]}")
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from ..core.registry import Registry
 from .align import align
-from .changes import Tables, compare_changes, describe, parse_ignore, tables_from_schema
-from .conduct import check_confirmed, check_identified
+from .changes import Diff, Tables, compare_changes, describe, parse_ignore, tables_from_schema
+from .conduct import Verdict, check_confirmed, check_identified
 from .model import SCORER_VERSION, Component, Score
 from .outputs import assistant_messages, check_outputs, reason_facts, refuses, states_refusal
 
@@ -49,22 +67,105 @@ if TYPE_CHECKING:
     from ..tasks.model import Task
     from ..world.world import World
 
-#: Weight of each component per task kind, before rescaling over the components that apply (see module doc).
-WEIGHTS: dict[str, dict[str, float]] = {
-    "action": {"state": 0.5, "outputs": 0.2, "identified": 0.15, "confirmed": 0.15},
-    "refusal": {"refusal": 0.75, "identified": 0.25},
-    "info": {"outputs": 0.6, "identified": 0.25, "state": 0.15},
-}
+ENTRY_POINT_GROUP = "toolworld.scorers"
+TASK_KINDS = ("action", "refusal", "info")
 
 
-def score_trajectory(task: Task, trajectory: Trajectory, *, world: World | None = None) -> Score:
+@dataclass
+class Evidence:
+    """What a component judges: the task, the trajectory, the world (None when not registered), and what every
+    component would otherwise compute again: the change-set compared with gold, the expected outputs found."""
+
+    task: Task
+    trajectory: Trajectory
+    world: World | None
+    tables: Tables
+    diff: Diff
+
+    @cached_property
+    def outputs(self) -> list[dict[str, Any]]:
+        """``check_outputs`` of the task's expected outputs: ``{label, value, found}`` each."""
+        return check_outputs(self.task.expected_outputs, self.trajectory.messages)
+
+    @cached_property
+    def replies(self) -> list[str]:
+        """The text of every assistant message."""
+        return assistant_messages(self.trajectory.messages)
+
+
+#: A component: the verdict on one aspect of a trajectory, or None where it does not apply to this task (no
+#: expected outputs; nobody to identify), in which case it is left out and the other weights are rescaled.
+ComponentFn = Callable[[Evidence], "Verdict | None"]
+
+
+def _as_component(obj: Any, name: str) -> ComponentFn:
+    if not callable(obj):
+        raise TypeError(f"{type(obj).__name__} is not a scorer component (a function of Evidence)")
+    return obj
+
+
+#: Every scorer component; the built-in ones are the default, the others count only when named (``extra=``).
+COMPONENTS: Registry[ComponentFn] = Registry("scorer component", group=ENTRY_POINT_GROUP, adapt=_as_component,
+                                             error=ValueError)  # fmt: skip
+
+
+def component(name: str, *, kinds: Mapping[str, float], replace: bool = False) -> Callable[[ComponentFn], ComponentFn]:
+    """Register a scorer component with its weight per task kind (kinds it does not name: not judged).
+
+    Weights are relative: a score rescales those of the components that apply to sum to 1.
+    """
+    bad = {k: w for k, w in kinds.items() if not (isinstance(w, int | float) and w > 0)}
+    if bad or not kinds:
+        raise ValueError(f"scorer component {name!r}: kinds= needs a positive weight per task kind, got {dict(kinds)}")
+
+    def decorate(fn: ComponentFn) -> ComponentFn:
+        COMPONENTS.register(name, fn, replace=replace, kinds=dict(kinds))
+        return fn
+
+    return decorate
+
+
+def weights(kind: str, extra: Sequence[str] = ()) -> dict[str, float]:
+    """The components judged on a task of ``kind`` with their weights (before rescaling), heaviest first.
+
+    ``extra`` names opt-in components to add to the built-in ones; an unknown name raises ``ValueError``
+    listing the registered components.
+    """
+    return {name: weight for name, weight, _fn in _plan(kind, tuple(extra))}
+
+
+_plans: dict[tuple[str, tuple[str, ...]], tuple[int, list[tuple[str, float, ComponentFn]]]] = {}
+
+
+def _plan(kind: str, extra: tuple[str, ...]) -> list[tuple[str, float, ComponentFn]]:
+    """(name, weight, function) of each component judged, heaviest first; kept until the registry changes
+    (scoring runs per trial, and the table is the same for every trial of a run)."""
+    version = COMPONENTS.version
+    cached = _plans.get((kind, extra))
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    judged = kind if kind in TASK_KINDS else "action"  # a kind this version does not know is judged as an action
+    plan = []
+    for name in [*BUILTIN_COMPONENTS, *(n for n in dict.fromkeys(extra) if n not in BUILTIN_COMPONENTS)]:
+        entry = COMPONENTS.entry(name)
+        w = entry.meta.get("kinds", {}).get(judged)
+        if w is not None:
+            plan.append((name, float(w), entry.item))
+    plan.sort(key=lambda item: -item[1])  # heaviest first; ties keep registration order (the sort is stable)
+    _plans[(kind, extra)] = (COMPONENTS.version, plan)
+    return plan  # type: ignore[return-value]
+
+
+def score_trajectory(task: Task, trajectory: Trajectory, *, world: World | None = None,
+                     extra: Sequence[str] = ()) -> Score:  # fmt: skip
     """Score ``trajectory`` against ``task``'s gold; see the module doc for the rules.
 
     ``world`` (default: the registered world named by ``task.world``, when there is one) supplies table keys,
     to match inserted rows whatever surrogate ids they got, tool schemas, so that an argument left at its
     default matches gold's explicit value, and the conduct declarations (identification tools, customer kinds,
     writes that need consent). Without it, scoring still works on the change-sets alone, with the conduct
-    defaults of ``score.conduct``. Raises ``ValueError`` when the trajectory is of another task.
+    defaults of ``score.conduct``. ``extra`` names opt-in components to judge besides the built-in ones (see the
+    module doc). Raises ``ValueError`` when the trajectory is of another task or names an unknown component.
     """
     if trajectory.task_id != task.id:
         raise ValueError(f"trajectory of task {trajectory.task_id} cannot be scored against task {task.id}")
@@ -75,36 +176,17 @@ def score_trajectory(task: Task, trajectory: Trajectory, *, world: World | None 
                      divergence=f"not scored: the episode ended on an infra error{why}"[:300])  # fmt: skip
     world = world if world is not None else _registered(task.world)
     tables = tables_from_schema(world.schema) if world is not None else Tables()
-    weights = WEIGHTS.get(task.kind, WEIGHTS["action"])
+    plan = _plan(task.kind, tuple(extra))
 
     diff = compare_changes(task.expected_changes, trajectory.changes, tables=tables, ignore=task.ignore_columns)
-    found: dict[str, Component] = {}
-
-    def add(name: str, passed: bool, reason: str) -> None:
-        found[name] = Component(name=name, passed=passed, weight=weights[name], reason=reason[:300])
-
-    if task.kind == "refusal":
-        add("refusal", *_refusal(task, trajectory, diff.ok, describe(diff) if not diff.ok else ""))
-    elif task.kind == "info":
-        add("state", diff.ok, "the state did not change" if diff.ok else
-            f"an information request changed the state: {describe(diff)}")  # fmt: skip
-    else:
-        add("state", diff.ok, "the state matches the gold change-set" if diff.ok else describe(diff))
-
-    outputs = check_outputs(task.expected_outputs, trajectory.messages)
-    if outputs and "outputs" in weights:
-        missing = [o for o in outputs if not o["found"]]
-        add("outputs", not missing, "every expected output was stated" if not missing else
-            "not stated in the replies: " + ", ".join(f"{o['label']}={o['value']!r}" for o in missing))  # fmt: skip
-
-    identified = check_identified(task, trajectory.steps, world)
-    if identified is not None:
-        add("identified", identified.passed, identified.reason)
-    confirmed = check_confirmed(task, trajectory, world) if "confirmed" in weights else None
-    if confirmed is not None:
-        add("confirmed", confirmed.passed, confirmed.reason)
-
-    components = [found[name] for name in weights if name in found]
+    evidence = Evidence(task, trajectory, world, tables, diff)
+    verdicts: dict[str, Verdict] = {}
+    components = []
+    for name, weight, judge in plan:
+        verdict = judge(evidence)
+        if verdict is not None:
+            verdicts[name] = verdict
+            components.append(Component(name=name, passed=verdict.passed, weight=weight, reason=verdict.reason[:300]))
     total = sum(c.weight for c in components)
     for c in components:
         c.weight = round(c.weight / total, 6)
@@ -123,30 +205,80 @@ def score_trajectory(task: Task, trajectory: Trajectory, *, world: World | None 
                     visible = j
                     break
         else:  # a conduct failure shows at the step that broke it (an unconfirmed write, a premature lookup)
-            for verdict in (confirmed, identified):
-                if verdict is not None and not verdict.passed and verdict.step is not None:
+            for verdict in verdicts.values():
+                if not verdict.passed and verdict.step is not None:
                     visible = min(visible, verdict.step)
     return Score(
         task_id=task.id, trial=trajectory.trial, reward=reward, success=success, components=components,
-        missing_changes=diff.missing, wrong_values=diff.wrong, extra_changes=diff.extra, outputs=outputs,
+        missing_changes=diff.missing, wrong_values=diff.wrong, extra_changes=diff.extra, outputs=evidence.outputs,
         first_divergent_step=alignment.step, failure_visible_step=visible, divergence=alignment.description,
-        infra_error=False, scorer_version=SCORER_VERSION,
+        infra_error=False, scorer_version=_version(extra),
     )  # fmt: skip
 
 
-def _refusal(task: Task, trajectory: Trajectory, unchanged: bool, changed: str) -> tuple[bool, str]:
-    """The refusal component: nothing changed, and one reply refuses and cites the rule or its reason."""
+def _version(extra: Sequence[str]) -> str:
+    """The scorer version, with the opt-in components that took part (they change what a trajectory scores)."""
+    added = [n for n in dict.fromkeys(extra) if n not in BUILTIN_COMPONENTS]
+    return "+".join([SCORER_VERSION, *added])
+
+
+# -- the built-in components (weights: see the module doc) ---------------------------------------------------------
+
+
+@component("state", kinds={"action": 0.5, "info": 0.15})
+def judge_state(ev: Evidence) -> Verdict:
+    """Action: the change-set equals gold's. Info: nothing changed. (A refusal's state is part of ``refusal``.)"""
+    if ev.task.kind == "info":
+        return Verdict(ev.diff.ok, "the state did not change" if ev.diff.ok else
+                       f"an information request changed the state: {describe(ev.diff)}")  # fmt: skip
+    return Verdict(ev.diff.ok, "the state matches the gold change-set" if ev.diff.ok else describe(ev.diff))
+
+
+@component("outputs", kinds={"action": 0.2, "info": 0.6})
+def judge_outputs(ev: Evidence) -> Verdict | None:
+    """Every expected output appears in the agent's replies; does not apply when nothing is expected."""
+    if not ev.outputs:
+        return None
+    missing = [o for o in ev.outputs if not o["found"]]
+    return Verdict(not missing, "every expected output was stated" if not missing else
+                   "not stated in the replies: " + ", ".join(f"{o['label']}={o['value']!r}" for o in missing))  # fmt: skip
+
+
+@component("refusal", kinds={"refusal": 0.75})
+def judge_refusal(ev: Evidence) -> Verdict:
+    """Nothing changed, and one reply refuses and cites the rule or its reason."""
+    task = ev.task
     rule, reason = (task.refusal.rule, task.refusal.reason) if task.refusal is not None else (None, None)
-    replies = assistant_messages(trajectory.messages)
+    replies = ev.replies
     said = any(states_refusal(text, reason, rule) for text in replies)
-    if not unchanged:
-        return False, f"the request had to be refused, but the state changed: {changed}"
+    if not ev.diff.ok:
+        return Verdict(False, f"the request had to be refused, but the state changed: {describe(ev.diff)}")
     if said:
-        return True, "no state change, and the reply says the request cannot be done and why"
+        return Verdict(True, "no state change, and the reply says the request cannot be done and why")
     cite = ", ".join(what for what, _ in reason_facts(rule, reason)[:4])
     if any(refuses(text) for text in replies):
-        return False, f"the reply refuses but never says why (cite the rule or the reason: {cite})"
-    return False, f"no reply says the request cannot be done ({rule}: {reason})"
+        return Verdict(False, f"the reply refuses but never says why (cite the rule or the reason: {cite})")
+    return Verdict(False, f"no reply says the request cannot be done ({rule}: {reason})")
+
+
+@component("identified", kinds={"action": 0.15, "refusal": 0.25, "info": 0.25})
+def judge_identified(ev: Evidence) -> Verdict | None:
+    """The customer was identified before their data was touched (``scoring.conduct``)."""
+    return check_identified(ev.task, ev.trajectory.steps, ev.world)
+
+
+@component("confirmed", kinds={"action": 0.15})
+def judge_confirmed(ev: Evidence) -> Verdict | None:
+    """Every write was described and got the user's yes first (``scoring.conduct``)."""
+    return check_confirmed(ev.task, ev.trajectory, ev.world)
+
+
+#: The components every score judges, in registration order.
+BUILTIN_COMPONENTS: tuple[str, ...] = ("state", "outputs", "refusal", "identified", "confirmed")
+
+#: Weight of each built-in component per task kind, before rescaling over the components that apply (a view of
+#: the registrations above, heaviest first).
+WEIGHTS: dict[str, dict[str, float]] = {kind: weights(kind) for kind in TASK_KINDS}
 
 
 def _registered(name: str) -> World | None:

@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from ..core.errors import ToolworldError
+from ..core.files import atomic_path, atomic_text_writer
 from .runstore import encode_json, encode_model
 
 if TYPE_CHECKING:
@@ -72,33 +74,19 @@ SCHEMAS: dict[str, tuple[tuple[str, str], ...]] = {
 logger = logging.getLogger("toolworld.export")
 
 
-class ExportError(Exception):
+class ExportError(ToolworldError):
     """An export that cannot be made as asked; ``kind`` names the problem for structured CLI errors."""
 
     def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
+        super().__init__(message, kind=kind)
 
 
 # ------------------------------------------------------------------------------------------- writing files
 
 
-def _atomic(path: Path, write: Callable[[Path], int]) -> int:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        n = write(tmp)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return n
-
-
 def _atomic_text(path: Path, write: Callable[[IO[str]], int]) -> int:
-    def to(tmp: Path) -> int:
-        with tmp.open("w", encoding="utf-8", newline="\n") as fh:
-            return write(fh)
-
-    return _atomic(path, to)
+    with atomic_text_writer(path) as fh:
+        return write(fh)
 
 
 def _pyarrow(*, json_type: bool = True) -> Any:
@@ -176,11 +164,9 @@ def _write_rows(fmt: str, rows: Iterator[dict[str, Any]], path: Path, *, lines: 
             collected[name].append(row.get(name))
     table = pa.Table.from_arrays([_column(pa, spec, collected[name]) for name, spec in columns], schema=schema)
 
-    def write_parquet(tmp: Path) -> int:
+    with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
-        return int(table.num_rows)
-
-    return _atomic(path, write_parquet)
+    return int(table.num_rows)
 
 
 # ------------------------------------------------------------------------------------------------ messages

@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ..core.errors import ToolworldError
+
 try:  # POSIX; where it is missing (Windows) the lock is a no-op and one writer per folder is up to the user
     import fcntl
 except ImportError:  # pragma: no cover - platform dependent
@@ -82,13 +84,12 @@ CREATE TABLE IF NOT EXISTS trials (
 """
 
 
-class StoreError(Exception):
+class StoreError(ToolworldError):
     """The run folder cannot be used as asked (no run there, another run's configuration, a damaged file, a
     folder another process is writing)."""
 
     def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
+        super().__init__(message, kind=kind)
 
 
 class DamagedRowWarning(UserWarning):

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from multiprocessing import get_context
 from typing import Any
 
+from ..core.jsonutil import canonical_json
 from ..world import Rng, World, get_world
-from ..world.episode import canonical_json
 from .kit import TaskKit
 from .model import Action, Difficulty, Provenance, Refusal, Task, UserProfile
 from .phrasing import phrase

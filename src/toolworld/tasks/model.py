@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..world.episode import canonical_json
+from ..core.files import atomic_path, atomic_text_writer
+from ..core.jsonutil import canonical_json
 
 TaskKind = Literal["action", "refusal", "info"]
 
@@ -178,16 +179,13 @@ def parse_task_line(raw: str, number: int, errors: list[LineError]) -> Task | No
 
 
 def write_jsonl(path: str | Path, tasks: Iterable[Task | str]) -> int:
-    """Write tasks (or their JSON lines) one per line via a temporary file and an atomic rename."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
+    """Write tasks (or their JSON lines) one per line, atomically: a failed write leaves the previous file."""
     n = 0
-    with tmp.open("w", encoding="utf-8", newline="\n") as fh:
+    with atomic_text_writer(path) as fh:
         for task in tasks:
             fh.write(task if isinstance(task, str) else task.to_json())
             fh.write("\n")
             n += 1
-    tmp.replace(path)
     return n
 
 
@@ -215,8 +213,6 @@ def export_parquet(tasks: Iterable[Task], path: str | Path) -> int:
         for k in PARQUET_JSON_COLUMNS:
             rows[k].append(None if d[k] is None else canonical_json(d[k]))
     table = pa.table(rows)
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
     return table.num_rows

@@ -6,7 +6,7 @@ refusal task, refuses with ``policy_violation``) is kept. Each value the target 
 know is then *discovered* by read calls, chosen along the graph from what is already known, so the gold
 actions are a conversation an agent could actually have.
 
-Samplers (``SAMPLERS``):
+Samplers (the ``SAMPLERS`` registry, in this order):
 - ``target``: a target write tool (cycling so every one is covered); its inputs reached by the shortest read
   paths from the user's facts.
 - ``greedy``: FunReason-MT-style: call the target as soon as its prerequisites are known, otherwise the
@@ -15,23 +15,31 @@ Samplers (``SAMPLERS``):
 - ``compose``: two or three targets for the same user, chained in one conversation.
 - ``refusal``: a target call the policy forbids; the gold is no state change plus the stated reason.
 - ``info``: a read whose answer the agent must tell the user (a tracking number).
+
+A sampler is a function registered with :func:`sampler`: given the synthesizer, a conversation whose user has
+just been identified, and the draw's index, it returns the targets it reached (``conv.attempt(tool, goal)``
+tries a candidate call and discovers what it needs) or raises ``Drop(reason)``. Other packages add samplers
+through the ``toolworld.samplers`` entry points (a module that uses the decorator); they are drawn only when
+``--sampler`` names them, so the default mix, and the tasks it generates for a seed, stay as they are.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..core.errors import ToolworldError
+from ..core.jsonutil import canonical_json
+from ..core.registry import Registry
 from ..world import Episode, Rng, World, extract_path
-from ..world.episode import canonical_json
 from .graph import ToolGraph
 from .kit import _MISSING, Bag, TaskKit, kit_for, schema_value
 from .model import TaskKind, UserProfile
 
-SAMPLERS = ("target", "greedy", "walk", "compose", "refusal", "info")
+ENTRY_POINT_GROUP = "toolworld.samplers"
 # The default mix: every sampler, refusals at about 12% so that scorers see enough of them.
 DEFAULT_MIX = {"target": 26, "greedy": 22, "walk": 14, "compose": 14, "refusal": 14, "info": 10}
 
@@ -70,8 +78,13 @@ class Draft:
     distractors: int = 0
 
 
-class Drop(Exception):
-    """A draw that produced no usable task (counted by reason in generation stats)."""
+class Drop(ToolworldError):
+    """A draw that produced no usable task (counted by reason in generation stats).
+
+    Control flow inside generation, caught per draw; a sampler may raise it with its own ``reason``.
+    """
+
+    default_kind = "task_dropped"
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -307,10 +320,16 @@ class Synthesizer:
         return Conversation(self, ep, rng, principal, profile, Bag(self.kit.facts(profile)))
 
     def pick_sampler(self, index: int, samplers: Mapping[str, int]) -> str:
-        names = [s for s in SAMPLERS if samplers.get(s) and (s != "info" or self.info_tools)]
+        # Registration order (built-ins first, as they always were) fixes the weighted draw for a seed.
+        names = [s for s in SAMPLERS if samplers.get(s) and self.usable(s)]
         if not names:
             raise ValueError("no usable sampler: this world has no info tools; choose another --sampler")
         return Rng(f"{self.world.name}/{self.seed}/{index}/sampler").weighted(names, [samplers[s] for s in names])
+
+    def usable(self, name: str) -> bool:
+        """Whether sampler ``name`` can draw anything in this world (``info`` needs the kit's info tools)."""
+        needs = SAMPLERS.meta(name).get("usable")
+        return needs is None or bool(needs(self))
 
     def cycle(self, index: int, tools: list[str]) -> list[str]:
         """Tools in rotation starting at ``index``: the target of draw i is tool i mod n, with fallbacks."""
@@ -333,24 +352,9 @@ class Synthesizer:
         conv = self.start(index, label)
         try:
             identity = conv.identify()
-            targets: list[Target]
-            kind: TaskKind = "action"
-            if sampler == "target":
-                targets = self._first(conv, self.cycle(index, self.write_tools)[:3], "action")
-            elif sampler == "greedy":
-                targets = self._greedy(conv, self.cycle(index, self.write_tools)[0])
-            elif sampler == "walk":
-                targets = self._walk(conv)
-            elif sampler == "compose":
-                targets = self._compose(conv, index)
-            elif sampler == "refusal":
-                kind = "refusal"
-                targets = self._first(conv, self.cycle(index, self.write_tools), "refusal")
-            elif sampler == "info":
-                kind = "info"
-                targets = self._first(conv, self.cycle(index, self.info_tools), "info")
-            else:
-                raise ValueError(f"unknown sampler {sampler!r}; choose from {', '.join(SAMPLERS)}")
+            entry = SAMPLERS.entry(sampler)
+            kind: TaskKind = entry.meta.get("kind", "action")
+            targets = entry.item(self, conv, index)  # type: ignore[misc]
             return Draft(kind, sampler, conv.principal, conv.profile, identity, conv.steps, targets,
                          conv.distractors(targets))  # fmt: skip
         finally:
@@ -419,6 +423,63 @@ class Synthesizer:
         if len(targets) < 2:
             raise Drop("compose_too_few")
         return targets
+
+
+# -- the sampler registry ---------------------------------------------------------------------------------------
+
+#: A sampler: (synthesizer, conversation with the user identified, draw index) -> the targets reached.
+SamplerFn = Callable[[Synthesizer, Conversation, int], list[Target]]
+
+
+def _as_sampler(obj: Any, name: str) -> SamplerFn:
+    if not callable(obj):
+        raise TypeError(f"{type(obj).__name__} is not a sampler (a function of synthesizer, conversation, index)")
+    return obj
+
+
+#: Every sampler by name, built-ins first in the order of the module doc.
+SAMPLERS: Registry[SamplerFn] = Registry("sampler", group=ENTRY_POINT_GROUP, adapt=_as_sampler, error=ValueError)
+
+
+def sampler(name: str, *, kind: TaskKind = "action", usable: Callable[[Synthesizer], bool] | None = None,
+            replace: bool = False) -> Callable[[SamplerFn], SamplerFn]:  # fmt: skip
+    """Register a sampler drawing tasks of ``kind``; ``usable`` says whether a world can use it at all."""
+
+    def decorate(fn: SamplerFn) -> SamplerFn:
+        SAMPLERS.register(name, fn, replace=replace, kind=kind, usable=usable)
+        return fn
+
+    return decorate
+
+
+@sampler("target")
+def target_sampler(synth: Synthesizer, conv: Conversation, index: int) -> list[Target]:
+    return synth._first(conv, synth.cycle(index, synth.write_tools)[:3], "action")
+
+
+@sampler("greedy")
+def greedy_sampler(synth: Synthesizer, conv: Conversation, index: int) -> list[Target]:
+    return synth._greedy(conv, synth.cycle(index, synth.write_tools)[0])
+
+
+@sampler("walk")
+def walk_sampler(synth: Synthesizer, conv: Conversation, index: int) -> list[Target]:
+    return synth._walk(conv)
+
+
+@sampler("compose")
+def compose_sampler(synth: Synthesizer, conv: Conversation, index: int) -> list[Target]:
+    return synth._compose(conv, index)
+
+
+@sampler("refusal", kind="refusal")
+def refusal_sampler(synth: Synthesizer, conv: Conversation, index: int) -> list[Target]:
+    return synth._first(conv, synth.cycle(index, synth.write_tools), "refusal")
+
+
+@sampler("info", kind="info", usable=lambda synth: bool(synth.info_tools))
+def info_sampler(synth: Synthesizer, conv: Conversation, index: int) -> list[Target]:
+    return synth._first(conv, synth.cycle(index, synth.info_tools), "info")
 
 
 def _key(name: str, args: Mapping[str, Any]) -> str:

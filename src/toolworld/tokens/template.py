@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import ToolworldError
 from ..records.messages import Message
 from .dialects import call_parts, tool_call_text, tool_system_prompt
 
@@ -28,12 +29,11 @@ PROBE_TOOL = "tw_probe_tool"
 MIRROR_REASONING = "<think>\nR\n</think>\n\n"
 
 
-class TemplateError(Exception):
+class TemplateError(ToolworldError):
     """A tokenizer or chat template that cannot be used; ``kind`` says which problem (for structured errors)."""
 
     def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
+        super().__init__(message, kind=kind)
 
 
 

@@ -19,12 +19,14 @@ conversation state: forks copy it, probes restore it, and it is no part of ``cha
 of an agent's conduct read.
 """
 
-from .episode import ChangeSet, Ctx, Episode, RowChange, ToolCall, ToolResult, canonical_json
+from ..core.jsonutil import canonical_json
+from ..core.paths import cache_dir
+from .episode import ChangeSet, Ctx, Episode, RowChange, ToolCall, ToolResult
 from .errors import ERROR_TYPES, ToolError, WorldError
 from .registry import get_world, list_worlds
 from .rng import Rng
 from .tool import Entity, EntityParam, Tool, ToolSpec, extract_path, tool
-from .world import EntityRef, TourStep, World, cache_dir
+from .world import EntityRef, TourStep, World
 
 __all__ = [
     "ERROR_TYPES",

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..core.jsonutil import canonical_json
 from .errors import ToolError
 from .tool import extract_path
 
@@ -24,11 +25,6 @@ if TYPE_CHECKING:
     from .world import World
 
 CHANGE_LOG = "_tw_changes"
-
-
-def canonical_json(value: Any) -> str:
-    """The one JSON spelling used wherever bytes are hashed or compared (sorted keys, no spaces)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def connect_memory() -> sqlite3.Connection:

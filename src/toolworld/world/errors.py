@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from ..core.errors import ToolworldError
+
 ErrorType = Literal[
     "unknown_tool",
     "malformed_call",
@@ -33,21 +35,25 @@ ERROR_TYPES: dict[str, str] = {
 }
 
 
-class ToolError(Exception):
+class ToolError(ToolworldError):
     """A failed tool call, raised inside tools and returned (not raised) by ``Episode.call``.
 
     Raise it from a tool with the type that fits and a message that says what the agent should do next,
     e.g. ``ToolError("policy_violation", "Order #W1 is delivered; only pending orders can be cancelled.
-    Use return_delivered_order_items to return its items.")``.
+    Use return_delivered_order_items to return its items.")``. Its ``kind`` is its ``type``.
     """
 
     def __init__(self, type: ErrorType, message: str, **details: Any) -> None:
         if type not in ERROR_TYPES:
             raise ValueError(f"unknown tool error type {type!r}; use one of {sorted(ERROR_TYPES)}")
-        super().__init__(message)
-        self.type: str = type
+        super().__init__(message, kind=type)
         self.message = message
         self.details = details
+
+    @property
+    def type(self) -> str:
+        """The stable error type scorers and reports aggregate on (the same value as ``kind``)."""
+        return self.kind
 
     @property
     def is_infra(self) -> bool:
@@ -65,5 +71,7 @@ class ToolError(Exception):
         return f"ToolError({self.type!r}, {self.message!r})"
 
 
-class WorldError(Exception):
+class WorldError(ToolworldError):
     """A problem with a world definition or its use (not a tool call): bad schema, unknown world, ..."""
+
+    default_kind = "world_error"

@@ -7,10 +7,9 @@ world is reported and skipped so it cannot take the whole CLI down.
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from importlib.metadata import entry_points
+from typing import Any
 
+from ..core.registry import Registry
 from .errors import WorldError
 from .world import World
 
@@ -19,44 +18,30 @@ ENTRY_POINT_GROUP = "toolworld.worlds"
 #: source checkout on ``PYTHONPATH`` (no installed metadata) still finds them.
 BUILTIN: dict[str, str] = {"retail": "toolworld.worlds.retail:world"}
 
-_loaded: dict[str, World] = {}
 
-
-def _load(target: str) -> World:
-    module, _, attr = target.partition(":")
-    obj = getattr(importlib.import_module(module), attr)
+def _as_world(obj: Any, name: str) -> World:
     world = obj() if callable(obj) and not isinstance(obj, World) else obj
     if not isinstance(world, World):
-        raise WorldError(f"{target} is not a toolworld World")
+        raise WorldError(f"{WORLDS.origin(name)} is not a toolworld World")
     return world
 
 
+#: Every world by name; worlds are imported (and built) on first use.
+WORLDS: Registry[World] = Registry("world", group=ENTRY_POINT_GROUP, adapt=_as_world, error=WorldError)
+for _name, _target in BUILTIN.items():
+    WORLDS.register_lazy(_name, _target)
+
+
 def available() -> dict[str, str]:
-    """World name -> import target, without importing any world."""
-    targets = dict(BUILTIN)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        targets.setdefault(ep.name, ep.value)
-    return targets
+    """World name -> where it comes from (import target or entry point), without importing any world."""
+    return {name: WORLDS.origin(name) for name in WORLDS.names()}
 
 
 def get_world(name: str) -> World:
     """Load a world by name; a :class:`WorldError` lists the known names when it does not exist."""
-    if name in _loaded:
-        return _loaded[name]
-    targets = available()
-    if name not in targets:
-        raise WorldError(f"unknown world {name!r}; available worlds: {', '.join(sorted(targets)) or 'none'}")
-    world = _load(targets[name])
-    _loaded[name] = world
-    return world
+    return WORLDS.get(name)
 
 
 def list_worlds() -> list[World]:
     """Every world that loads; broken ones are skipped with a warning naming the entry point."""
-    out = []
-    for name in sorted(available()):
-        try:
-            out.append(get_world(name))
-        except Exception as exc:  # a third-party world must not break listings
-            warnings.warn(f"world {name!r} failed to load: {type(exc).__name__}: {exc}", stacklevel=2)
-    return out
+    return [world for _, world in sorted(WORLDS.items(), key=lambda item: item[0])]

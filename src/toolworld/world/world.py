@@ -8,17 +8,18 @@ the world's source files, so editing a generator or the schema can never serve a
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
-import os
 import sqlite3
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ..core.files import atomic_write_bytes
+from ..core.paths import cache_dir
 from .episode import CHANGE_LOG, Episode, ToolCall, connect_memory, content_hash
 from .errors import WorldError
 from .rng import Rng
@@ -58,15 +59,6 @@ class EntityRef:
 
     table: str
     column: str
-
-
-def cache_dir() -> Path:
-    """Where seed images are cached: ``$TOOLWORLD_CACHE`` or ``~/.cache/toolworld``."""
-    root = os.environ.get("TOOLWORLD_CACHE")
-    if root:
-        return Path(root)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "toolworld"
 
 
 class World:
@@ -337,14 +329,8 @@ class World:
     def _build_and_cache(self, seed: int) -> tuple[bytes, str]:
         image, digest = self.build_image(seed)
         path = self._cache_path(seed)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
-                f.write(image)
-            os.replace(tmp, path)  # atomic: concurrent builders never see a half-written image
-        except OSError:
-            pass  # a read-only cache only costs a rebuild next time
+        with contextlib.suppress(OSError):  # a read-only cache only costs a rebuild next time
+            atomic_write_bytes(path, image)  # concurrent builders never see a half-written image
         return image, digest
 
     def _introspect(self) -> None:

@@ -15,7 +15,8 @@ smollm2    (none)                      engine (gguf or hf) and that engine's opt
                                        defaults max_tokens=256 and (gguf) n_parallel=1
 =========  ==========================  ==========================================================================
 
-Every kind also takes the policy options ``temperature``, ``max_tokens`` and ``tool_format``.
+Every kind also takes the policy options ``temperature``, ``max_tokens`` and ``tool_format``. The four kinds
+register with the ``--policy`` registry (``toolworld.rollout.backends``) at the end of this module.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..token_policy import TokenPolicy
 
-__all__ = ["ENGINE_OPTIONS", "POLICY_OPTIONS", "build_engine", "make_token_policy"]
+__all__ = ["ENGINE_OPTIONS", "POLICY_OPTIONS", "build_engine", "make_gguf", "make_hf", "make_smollm2", "make_token_policy",
+           "make_vllm"]
 
 
 def _to_bool(value: Any) -> bool:
@@ -184,3 +186,40 @@ def make_token_policy(kind: str, target: str | None = None, **options: Any) -> T
     else:
         raise ValueError(f"unknown token policy kind {kind!r}; known: hf, gguf, vllm, smollm2")
     return TokenPolicy(engine, engine.tokenizer, name=name, **policy_kwargs)
+
+
+# -- the --policy kinds ---------------------------------------------------------------------------------------
+# Registered here, beside their options, as light factories: the engine modules (and torch, transformers,
+# xllamacpp) are imported by make_token_policy only when a policy of that kind is built.
+
+from ..backends import policy  # noqa: E402  (after the definitions above: backends imports this module back)
+
+
+def _options(*groups: Any) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(name for group in groups for name in group))
+
+
+@policy("vllm", usage="vllm:MODEL@URL[,k=v...]", help="vLLM server, token-exact",
+        options=_options(POLICY_OPTIONS, ENGINE_OPTIONS["vllm"]), takes_target="MODEL@URL")  # fmt: skip
+def make_vllm(target: str, **options: Any) -> TokenPolicy:
+    if "@" not in target:
+        raise ValueError(f"vllm needs MODEL@URL, got {target!r} (e.g. vllm:Qwen/Qwen3-8B@http://localhost:8000)")
+    return make_token_policy("vllm", target, **options)
+
+
+@policy("hf", usage="hf:PATH[,k=v...]", help="transformers model directory, token-exact",
+        options=_options(POLICY_OPTIONS, ENGINE_OPTIONS["hf"]), takes_target="a path")  # fmt: skip
+def make_hf(target: str, **options: Any) -> TokenPolicy:
+    return make_token_policy("hf", target, **options)
+
+
+@policy("gguf", usage="gguf:PATH[,k=v...]", help="GGUF file through xllamacpp, token-exact",
+        options=_options(POLICY_OPTIONS, ENGINE_OPTIONS["gguf"]), takes_target="a path")  # fmt: skip
+def make_gguf(target: str, **options: Any) -> TokenPolicy:
+    return make_token_policy("gguf", target, **options)
+
+
+@policy("smollm2", usage="smollm2[,k=v...]", help="the embedded SmolLM2-135M-Instruct (engine=gguf or hf)",
+        options=_options(["engine"], POLICY_OPTIONS, ENGINE_OPTIONS["gguf"], ENGINE_OPTIONS["hf"]))  # fmt: skip
+def make_smollm2(**options: Any) -> TokenPolicy:
+    return make_token_policy("smollm2", None, **options)

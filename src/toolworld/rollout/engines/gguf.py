@@ -30,17 +30,19 @@ uses to prove that the Python tokenizer that renders chat templates produces the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import math
 import os
 import secrets
 import shutil
-import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ...world.world import cache_dir
+from ...core.errors import ToolworldError
+from ...core.files import atomic_directory
+from ...core.paths import cache_dir
 from ..policy import InfraError
 from ..token_policy import Generation
 
@@ -94,8 +96,11 @@ _PRE_TOKENIZERS = {
 _TOKEN_CONTROL, _TOKEN_USER_DEFINED = 3, 4
 
 
-class TokenizerMismatch(ValueError):
-    """The Python tokenizer does not produce llama.cpp's ids for the same text."""
+class TokenizerMismatch(ToolworldError, ValueError):
+    """The Python tokenizer does not produce llama.cpp's ids for the same text (a ``ValueError`` too, for callers
+    that catch bad input generally)."""
+
+    default_kind = "tokenizer_mismatch"
 
 
 def gguf_metadata(path: str | Path | Any, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -189,15 +194,10 @@ def load_gguf_tokenizer(gguf_path: str | Path, *, use_cache: bool = True) -> Pre
             shutil.rmtree(saved, ignore_errors=True)
     tok = build_gguf_tokenizer(gguf)
     if use_cache:
-        tmp: Path | None = None
-        try:
-            saved.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{saved.name}.", dir=saved.parent))
+        # A reader sees the whole folder or none. OSError: another process won the race, or the cache is
+        # read-only; either way the tokenizer in hand still works.
+        with contextlib.suppress(OSError), atomic_directory(saved) as tmp:
             tok.save_pretrained(str(tmp))
-            os.replace(tmp, saved)  # atomic: a reader sees the whole folder or none
-        except OSError:  # another process won the race, or the cache is read-only: the tokenizer still works
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
     return tok
 
 

@@ -21,11 +21,12 @@ the model's context, which ends the turn with ``finish_reason="length"`` like th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...core.retry import backoff_delay
 from ..policy import InfraError
 from ..token_policy import Generation
 from .gguf import load_tokenizer
@@ -182,12 +183,10 @@ class VLLMEngine:
         return body
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
-        if retry_after:
-            try:
-                return min(max(float(retry_after), 0.0), 60.0)
-            except ValueError:
-                pass
-        return min(30.0, self.backoff_s * 2**attempt) * random.uniform(0.5, 1.0)
+        hint: float | None = None
+        with contextlib.suppress(TypeError, ValueError):  # absent, or an HTTP date: our own backoff decides
+            hint = float(retry_after)  # type: ignore[arg-type]
+        return backoff_delay(self.backoff_s, attempt, hint_s=hint)
 
     async def generate(
         self, prompt_ids: list[int], *, max_tokens: int, temperature: float, stop_ids: list[int], seed: int | None

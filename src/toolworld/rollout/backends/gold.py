@@ -1,0 +1,199 @@
+"""``gold``: the task's gold actions replayed as a careful agent would, optionally with known mistakes.
+
+``GoldPolicy`` is the upper bound every scorer must recognise as perfect, and with ``drop``, ``repeat`` and
+``corrupt`` noise it makes known mistakes, recorded per turn, so scorers can be tested against them.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ...core.seeds import derive_seed
+from ...records.messages import AssistantTurn, Message
+from ...world.episode import ToolCall
+from ...world.rng import Rng
+from . import policy
+
+if TYPE_CHECKING:
+    from ...tasks.model import Task
+    from ...world.world import World
+
+@dataclass(slots=True)
+class _Planned:
+    """One call the gold session will make, with the perturbations that led to it (or to calls dropped before it)."""
+
+    call: ToolCall
+    perturbations: list[dict[str, Any]] = field(default_factory=list)
+
+
+def corrupt_value(value: Any) -> Any:
+    """A plausible-looking wrong value of the same shape (the kind of slip a model makes)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value + 1
+    if isinstance(value, str):
+        for i in range(len(value) - 1, -1, -1):  # bump the last digit: '#W1234567' -> '#W1234568'
+            if value[i].isdigit():
+                return f"{value[:i]}{(int(value[i]) + 1) % 10}{value[i + 1:]}"
+        return value[:-1] + value[-1].swapcase() + "x" if value else "x"
+    if isinstance(value, list):
+        return [corrupt_value(value[0]), *value[1:]] if value else ["x"]
+    if isinstance(value, dict):
+        if not value:
+            return {"x": "x"}
+        key = sorted(value)[0]
+        return {**value, key: corrupt_value(value[key])}
+    return "x"
+
+
+class GoldPolicy:
+    """Replays a task's gold actions, one call per turn, then states the expected outputs (or the refusal).
+
+    It works the way the world's policy asks: before each write that needs the customer's consent (a write
+    tool whose ``confirm`` is true) it says what it is about to do, with the call's argument values, asks
+    whether to proceed, and makes the call after the user's answer. ``world`` says which tools those are;
+    by default the registered world named by the task.
+
+    With noise it perturbs the plan per (task, trial): each gold step is dropped with probability ``drop``,
+    one of its arguments corrupted with probability ``corrupt``, and repeated with probability ``repeat``.
+    Each perturbation is reported in the ``meta["perturbations"]`` of the turn that carries it (a dropped
+    step: the next turn made), and the loop collects them into ``Trajectory.perturbations``.
+    """
+
+    def __init__(self, *, drop: float = 0.0, repeat: float = 0.0, corrupt: float = 0.0, seed: int = 0,
+                 world: World | None = None) -> None:  # fmt: skip
+        self.world = world
+        self._consent: dict[str, frozenset[str]] = {}  # world name -> its tools that need consent
+        for key, p in (("drop", drop), ("repeat", repeat), ("corrupt", corrupt)):
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"gold {key}= must be a probability between 0 and 1, got {p}")
+        self.drop, self.repeat, self.corrupt, self.seed = drop, repeat, corrupt, seed
+        opts = [f"{k}={v:g}" for k, v in (("drop", drop), ("repeat", repeat), ("corrupt", corrupt)) if v]
+        if opts and seed:
+            opts.append(f"seed={seed}")
+        self.name = "gold" + (":" + ",".join(opts) if opts else "")
+
+    def start(self, *, tools: list[dict[str, Any]], task: Task | None = None, seed: int = 0) -> GoldSession:
+        if task is None:
+            raise ValueError("the gold policy replays a task's gold actions: start it with task=")
+        consent = self._consent.get(task.world)
+        if consent is None:
+            consent = self._consent[task.world] = _consent_tools(self.world, task.world)
+        return GoldSession(task, self.plan(task, seed), consent)
+
+    def plan(self, task: Task, seed: int = 0) -> tuple[list[_Planned], list[dict[str, Any]]]:
+        """The calls to make and the perturbations left for the final turn (drops after the last call)."""
+        rng = Rng(derive_seed("gold", self.seed, task.id, seed))
+        planned: list[_Planned] = []
+        pending: list[dict[str, Any]] = []
+        for i, action in enumerate(task.gold_actions):
+            # Draw all three every step: changing one probability must not move the others' draws.
+            drop_u, corrupt_u, repeat_u = rng.random(), rng.random(), rng.random()
+            args = copy.deepcopy(action.arguments)
+            if drop_u < self.drop:
+                pending.append({"kind": "drop", "step": i, "name": action.name, "arguments": args})
+                continue
+            notes = pending
+            pending = []
+            if corrupt_u < self.corrupt:
+                key = rng.choice(sorted(args)) if args else None
+                if key is None:
+                    args = {"unexpected": "x"}
+                    notes.append({"kind": "corrupt", "step": i, "name": action.name, "argument": None})
+                else:
+                    before = args[key]
+                    args[key] = corrupt_value(before)
+                    notes.append({"kind": "corrupt", "step": i, "name": action.name, "argument": key,
+                                  "original": before, "corrupted": args[key]})  # fmt: skip
+            planned.append(_Planned(ToolCall(action.name, args), notes))
+            if repeat_u < self.repeat:
+                planned.append(_Planned(ToolCall(action.name, copy.deepcopy(args)),
+                                        [{"kind": "repeat", "step": i, "name": action.name}]))  # fmt: skip
+        return planned, pending
+
+
+def _consent_tools(world: World | None, name: str) -> frozenset[str]:
+    """Tools whose calls need the customer's yes first: writes whose ``confirm`` is not false."""
+    if world is None:
+        from ...world import get_world
+
+        try:
+            world = get_world(name)
+        except Exception:  # a world built in a script and not registered: no tool is known to need consent
+            return frozenset()
+    return frozenset(n for n, t in world.tools.items() if t.mutates and getattr(t, "confirm", True))
+
+
+def confirmation_request(call: ToolCall) -> str:
+    """What a careful agent says before a write: the call in words, with its argument values, and a question."""
+    args = call.arguments if isinstance(call.arguments, dict) else {}
+    details = "; ".join(f"{k.replace('_', ' ')}: {', '.join(map(str, v)) if isinstance(v, list) else v}"
+                        for k, v in args.items() if v not in (None, ""))  # fmt: skip
+    return f"I am about to {call.name.replace('_', ' ')}" + (f" ({details})" if details else "") + \
+        ". Shall I proceed?"
+
+
+def gold_answer(task: Task) -> str:
+    """The final message a perfect agent gives: the refusal with its rule and reason, every expected output."""
+    parts: list[str] = []
+    if task.refusal is not None:
+        parts.append(f"I'm sorry, but I can't do that (policy {task.refusal.rule}): {task.refusal.reason}")
+    if task.expected_outputs:
+        facts = "; ".join(f"{o.label.replace('_', ' ')}: {o.value}" for o in task.expected_outputs)
+        parts.append(f"Here is what you asked for: {facts}.")
+    if not parts:
+        parts.append("Your request has been completed." if task.kind == "action" else "That is all I found.")
+    return " ".join(parts)
+
+
+class GoldSession:
+    """One episode of gold replay: the next planned call each turn (a write needing consent is asked for in a
+    text turn of its own first), then the answer."""
+
+    buffer = None
+
+    def __init__(self, task: Task, plan: tuple[list[_Planned], list[dict[str, Any]]],
+                 consent: frozenset[str] = frozenset()) -> None:  # fmt: skip
+        self.task = task
+        self._calls, self._final_notes = plan
+        self._consent = consent
+        self._next = 0
+        self._asked = -1  # index of the planned call whose confirmation was asked for last
+        self._answered = False
+
+    async def respond(self, messages: list[Message]) -> AssistantTurn:
+        if self._next < len(self._calls):
+            planned = self._calls[self._next]
+            if planned.call.name in self._consent and self._asked != self._next:
+                self._asked = self._next
+                return AssistantTurn(content=confirmation_request(planned.call))
+            self._next += 1
+            meta = {"perturbations": planned.perturbations} if planned.perturbations else {}
+            call = ToolCall(planned.call.name, copy.deepcopy(planned.call.arguments))
+            return AssistantTurn(content="", tool_calls=[call], finish_reason="tool_calls", meta=meta)
+        if self._answered:  # the user kept talking after the answer: nothing to add, no further actions
+            return AssistantTurn(content="I have nothing to add to my previous answer.")
+        self._answered = True
+        meta = {"perturbations": self._final_notes} if self._final_notes else {}
+        return AssistantTurn(content=gold_answer(self.task), meta=meta)
+
+    async def aclose(self) -> None:
+        return None
+
+
+@policy("gold", usage="gold[:drop=P,repeat=P,corrupt=P,seed=N]",
+        help="replay the task's gold actions; with drop/repeat/corrupt, known mistakes to test scorers",
+        options=("drop", "repeat", "corrupt", "seed"))  # fmt: skip
+def make_gold(*, drop: Any = 0.0, repeat: Any = 0.0, corrupt: Any = 0.0, seed: Any = 0,
+              world: World | None = None) -> GoldPolicy:  # fmt: skip
+    """``--policy gold:...``: probabilities as numbers, the seed as an integer."""
+    try:
+        probabilities = {"drop": float(drop), "repeat": float(repeat), "corrupt": float(corrupt)}
+        seed_value = int(seed)
+    except (TypeError, ValueError):
+        raise ValueError("gold drop=, repeat= and corrupt= take probabilities (0 to 1) and seed= an integer, got "
+                         f"drop={drop!r}, repeat={repeat!r}, corrupt={corrupt!r}, seed={seed!r}") from None
+    return GoldPolicy(**probabilities, seed=seed_value, world=world)
