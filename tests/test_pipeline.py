@@ -20,6 +20,7 @@ from toolworld.report import render_report
 from toolworld.rollout.backends import ScriptedPolicy
 from toolworld.rollout.policy import InfraError
 from toolworld.scoring import Summary, score_trajectory, summarize
+from toolworld.scoring.metrics import summary_fields
 from toolworld.store import RunStore
 from toolworld.tasks.generate import generate
 from toolworld.world import get_world
@@ -222,7 +223,9 @@ def test_compute_matches_the_plain_summary_exactly():
 
     trajs = asyncio.run(run_many(world, [task], make_policy("gold:drop=0.5,seed=2"), trials=3))
     scores = [score_trajectory(task, t) for t in trajs]
-    plain = summarize({task.id: task}, trajs, scores, trials=3)
+    plain = summary_fields({task.id: task}, trajs, scores, trials=3)
+    assert summarize({task.id: task}, trajs, scores, trials=3).model_dump(mode="json") == {
+        "world": None, "policy": None, **plain, "finished": None, "task_file_errors": []}
     typed = Summary.compute({task.id: task}, trajs, scores, trials=3, world="retail", finished=3)
     assert typed.model_dump(mode="json") == {"world": "retail", "policy": None, **plain, "finished": 3,
                                              "task_file_errors": []}  # fmt: skip

@@ -123,6 +123,10 @@ def test_an_entry_point_backend_loads_on_first_use(plugin_path, monkeypatch):
         assert make_policy("parrot:prefix=!").prefix == "!"
         assert any(line.startswith("parrot[,k=v...]") for line in spec_forms())
         assert isinstance(make_policy("gold"), GoldPolicy)  # a plugin cannot take a built-in's name
+        listed = CliRunner().invoke(app, ["policies", "--json"], catch_exceptions=False)
+        kinds = {k["kind"]: k for k in json.loads(listed.output)}
+        assert kinds["echo"]["origin"] == "plugin echo_policy" and kinds["echo"]["options"] == ["prefix"]
+        assert kinds["gold"]["origin"] == "toolworld.rollout.backends.gold" and kinds["hf"]["takes_target"] is True
 
 
 def test_a_broken_backend_is_named_and_the_rest_still_work(monkeypatch):

@@ -61,7 +61,7 @@ def _run(spec: str, noise: NoiseConfig | None = None) -> Run:
     by_id = {t.id: t for t in tasks}
     trajectories = asyncio.run(run_many(world, tasks, make_policy(spec), trials=TRIALS, noise=noise))
     scores = [score_trajectory(by_id[t.task_id], t) for t in trajectories]
-    summary = summarize(by_id, trajectories, scores, trials=TRIALS)
+    summary = summarize(by_id, trajectories, scores, trials=TRIALS).model_dump(mode="json")
     rows = [{"task": by_id[t.task_id].model_dump(mode="json"), "trajectory": t.model_dump(mode="json"),
              "score": s.model_dump(mode="json")} for t, s in zip(trajectories, scores, strict=True)]  # fmt: skip
     config = {"world": "retail", "policy": spec, "trials": TRIALS, "task_file": "tasks.jsonl",

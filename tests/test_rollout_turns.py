@@ -120,7 +120,7 @@ def test_breaks_divergences_empty_turns_and_renames_are_counted_in_the_summary_a
                                                   "breaks": 2, "events": events}})  # fmt: skip
     trajs = [clean, renamed, cut]
     scores = [score_trajectory(cancel, t) for t in trajs]
-    summary = summarize({cancel.id: cancel}, trajs, scores, trials=3)
+    summary = summarize({cancel.id: cancel}, trajs, scores, trials=3).model_dump(mode="json")
     assert summary["token_integrity"] == {"bridge_breaks": 2, "divergences": 1, "turns_without_sampled_ids": 1,
                                           "rescored_logprobs": 0, "renamed_call_ids": 2, "episodes_affected": 2}
     assert any("2 template bridge break" in w and "1 token-level turn(s) without sampled ids" in w
@@ -130,7 +130,7 @@ def test_breaks_divergences_empty_turns_and_renames_are_counted_in_the_summary_a
     html = write_report(tmp_path, summary, rows, config={}).read_text()
     assert "template bridge breaks" in html and "turns without sampled ids" in html
     assert "The token record is not exact everywhere" in html
-    quiet = summarize({cancel.id: cancel}, [clean], [scores[0]], trials=1)
+    quiet = summarize({cancel.id: cancel}, [clean], [scores[0]], trials=1).model_dump(mode="json")
     assert quiet["token_integrity"]["episodes_affected"] == 0 and not any("token record" in w for w in warnings(quiet))
 
 

@@ -110,7 +110,7 @@ def test_gold_policy_scores_full_reward_on_every_generated_task(world, generated
         assert sum(c.weight for c in s.components) == pytest.approx(1.0)
     assert any(by_id[s.task_id].kind == "action" and "confirmed" not in [c.name for c in s.components]
                for s in scores)  # a transfer to a human agent: no confirmation needed  # fmt: skip
-    summary = summarize(by_id, trajectories, scores, trials=1)
+    summary = summarize(by_id, trajectories, scores, trials=1).model_dump(mode="json")
     assert summary["success_rate"] == 1.0 and summary["pass_at_k"] == {"1": 1.0} == summary["pass_hat_k"]
 
 
@@ -432,7 +432,7 @@ def test_summary_leaves_infra_trials_out_of_every_metric(world, kit_tasks):
     infra = scores[2]
     assert infra.infra_error and infra.reward == 0.0 and not infra.success and not infra.components
     assert "infra error" in infra.divergence
-    summary = summarize(tasks, list(reversed(trajectories)), scores, trials=3)  # paired by (task, trial)
+    summary = summarize(tasks, list(reversed(trajectories)), scores, trials=3).model_dump(mode="json")  # paired by (task, trial)
     assert {"trials", "success_rate", "pass_at_k", "pass_hat_k", "infra_errors"} <= set(summary)
     assert (summary["trials"], summary["episodes"], summary["scored"], summary["infra_errors"]) == (3, 6, 5, 1)
     assert summary["success_rate"] == pytest.approx(4 / 5)

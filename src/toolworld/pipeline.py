@@ -297,14 +297,14 @@ def redact_spec(spec: str) -> str:
 
 def canonical_spec(spec: str) -> str:
     """A spec in one spelling (kind lower-cased, options sorted, keys hidden), so that resuming with
-    ``gold:seed=1,drop=0.3`` after ``gold:drop=0.3,seed=1`` is not taken for another policy."""
-    head, *options = redact_spec(spec.strip()).split(",")
-    kind, _sep, target = head.partition(":")
-    kind, target = kind.strip().lower(), target.strip()
-    if kind == "gold" and "=" in target:  # 'gold:drop=0.3': the first option sits where a target would
-        options, target = [target, *options], ""
-    opts = sorted(o.strip().replace(" ", "") for o in options if o.strip())
-    return ",".join([kind + (f":{target}" if target else ""), *opts])
+    ``gold:seed=1,drop=0.3`` after ``gold:drop=0.3,seed=1`` is not taken for another policy. Which part is a
+    target and which are options comes from the kind's registration (``takes_target``)."""
+    from .rollout.backends import parse_spec
+
+    try:
+        return parse_spec(redact_spec(spec)).canonical
+    except ValueError:  # a spec that does not parse compares as written
+        return redact_spec(spec.strip())
 
 
 # -- run configuration and resume checks -------------------------------------------------------------------

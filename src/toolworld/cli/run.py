@@ -35,6 +35,30 @@ if TYPE_CHECKING:
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app (kept import-light: heavy imports go inside commands)."""
     app.command("run")(run)
+    app.command("policies")(policies)
+
+
+def policies(as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of a table.")]
+             = False) -> None:  # fmt: skip
+    """List the policy kinds --policy accepts: built in, and those installed packages register (entry-point group
+    toolworld.policies), each with its spec form and options."""
+    from rich.table import Table
+
+    from ..rollout.backends import POLICIES, policy_kinds
+
+    kinds = policy_kinds()
+    if as_json:
+        print(json.dumps(kinds, indent=2, ensure_ascii=False))
+        return
+    table = Table(title=f"policy kinds ({len(POLICIES)})")
+    for col in ("kind", "spec", "options", "what runs", "from"):
+        table.add_column(col, overflow="fold")
+    for k in kinds:
+        options = "any" if k["options"] is None else ", ".join(k["options"]) or "none"
+        table.add_row(k["kind"], k["usage"], options, k["help"], k["origin"])
+    from .kit import console
+
+    console.print(table)
 
 
 def run(
@@ -42,7 +66,8 @@ def run(
     tasks: Annotated[Path, typer.Option("--tasks", help="Task file (JSONL), e.g. from `toolworld tasks generate`.")],
     out: Annotated[Path, typer.Option("--out", help="Run folder: run.db (trials, trajectories, scores), summary.json, report.html.")],
     policy: Annotated[str, typer.Option("--policy", help="Policy SPEC: gold, gold:drop=0.3, openai:MODEL@URL, "
-                                        "vllm:MODEL@URL, hf:PATH, gguf:PATH, smollm2 (options after a comma).")] = "gold",
+                                        "vllm:MODEL@URL, hf:PATH, gguf:PATH, smollm2 (options after a comma); "
+                                        "`toolworld policies` lists every kind, plugins included.")] = "gold",
     trials: Annotated[int, typer.Option("--trials", min=1, help="Trials per task (for pass@k).")] = 1,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes run at once.")] = 8,
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Assistant turns per episode.")] = 30,

@@ -34,7 +34,8 @@ def generate(
     seed: Annotated[int, typer.Option("--seed", help="World seed and sampling seed: same seed, same file.")] = 0,
     out: Annotated[Path, typer.Option("-o", "--out", help="Output JSONL file (written atomically).")] = Path("tasks.jsonl"),
     sampler: Annotated[str, typer.Option("--sampler", help="mixed (default), one of target, greedy, walk, compose, "
-                                         "refusal, info, or weights such as 'target=3,refusal=1'.")] = "mixed",
+                                         "refusal, info (or a sampler an installed package registers), or weights such as "
+                                         "'target=3,refusal=1'.")] = "mixed",
     workers: Annotated[int, typer.Option("--workers", min=1, help="Processes; the output does not depend on it.")] = 1,
     parquet: Annotated[Path | None, typer.Option("--parquet", help="Also write a Parquet export here.")] = None,
 ) -> None:

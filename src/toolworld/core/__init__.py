@@ -13,8 +13,9 @@ from .files import (
 )
 from .jsonutil import canonical_json
 from .paths import cache_dir
+from .registry import Registry, RegistryError
 from .retry import backoff_delay
 from .seeds import derive_seed
 
-__all__ = ["ToolworldError", "atomic_directory", "atomic_path", "atomic_text_writer", "atomic_write_bytes",
+__all__ = ["Registry", "RegistryError", "ToolworldError", "atomic_directory", "atomic_path", "atomic_text_writer", "atomic_write_bytes",
            "atomic_write_text", "atomic_writer", "backoff_delay", "cache_dir", "canonical_json", "derive_seed"]

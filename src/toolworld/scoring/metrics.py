@@ -35,7 +35,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
         pass@k = 1 - C(n - c, k) / C(n, k)
 
     computed exactly (integer binomials, then one division). ``k > n`` raises ``ValueError``: k trials cannot be
-    drawn from fewer, and extrapolating would make up data; ``summarize`` only asks for k up to each task's n.
+    drawn from fewer, and extrapolating would make up data; ``summary_fields`` only asks for k up to each task's n.
     """
     _check(n, c, k)
     return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
@@ -111,7 +111,7 @@ def token_integrity(traj: Trajectory | Mapping[str, Any]) -> dict[str, int]:
     }
 
 
-def summarize(tasks: Mapping[str, Task], trajectories: Sequence[Trajectory], scores: Sequence[Score], *,
+def summary_fields(tasks: Mapping[str, Task], trajectories: Sequence[Trajectory], scores: Sequence[Score], *,
               trials: int) -> dict[str, Any]:  # fmt: skip
     """The run's ``summary.json``: success, pass@k / pass^k and breakdowns over the scored (non-infra) trials.
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .metrics import summarize
+from .metrics import summary_fields
 
 if TYPE_CHECKING:
     from ..records.trajectory import Trajectory
@@ -155,9 +155,9 @@ class Summary(_Part):
     @classmethod
     def compute(cls, tasks: Mapping[str, Task], trajectories: Sequence[Trajectory], scores: Sequence[Score], *,
                 trials: int, **run: Any) -> Summary:  # fmt: skip
-        """The summary of these trials (see :func:`toolworld.scoring.metrics.summarize` for every rule);
+        """The summary of these trials (see :func:`toolworld.scoring.metrics.summary_fields` for every rule);
         ``run`` sets the run-folder fields (``world``, ``policy``, ``finished``, ``task_file_errors``)."""
-        return cls.model_validate({**summarize(tasks, trajectories, scores, trials=trials), **run})
+        return cls.model_validate({**summary_fields(tasks, trajectories, scores, trials=trials), **run})
 
     @classmethod
     def load(cls, data: Mapping[str, Any] | str | Path) -> Summary:
@@ -193,3 +193,10 @@ class Summary(_Part):
     def pass_at(self, k: int) -> float | None:
         """pass@k (at least one of k trials succeeds), None when no task had k scored trials."""
         return self.pass_at_k.get(str(k))
+
+
+def summarize(tasks: Mapping[str, Task], trajectories: Sequence[Trajectory], scores: Sequence[Score], *,
+              trials: int) -> Summary:  # fmt: skip
+    """The typed summary of a run's trials: success, pass@k and pass^k, groups, failures, tokens, latency, noise
+    (``Summary.compute`` without the run-folder fields); ``.model_dump(mode="json")`` is its ``summary.json``."""
+    return Summary.compute(tasks, trajectories, scores, trials=trials)

@@ -209,10 +209,16 @@ def _results(world: World, seed: int, mix: dict[str, int], workers: int, chunk: 
                 f.cancel()
 
 
-def generate(world: World, n: int, *, seed: int = 0, sampler: str | dict[str, int] | None = None, workers: int = 1,
+def generate(world: World | str, n: int, *, seed: int = 0, sampler: str | dict[str, int] | None = None, workers: int = 1,
              chunk: int = 64, on_progress: Callable[[int, int], None] | None = None,
              max_draws: int | None = None) -> GenerateReport:  # fmt: skip
-    """Generate ``n`` distinct, replay-verified tasks (fewer only if ``max_draws`` runs out first)."""
+    """Generate ``n`` distinct, replay-verified tasks (fewer only if ``max_draws`` runs out first).
+
+    ``world`` is a ``World`` or the name of an installed one; ``report.tasks`` holds the tasks, ``report.lines``
+    their JSONL lines (what ``toolworld tasks generate`` writes).
+    """
+    if isinstance(world, str):
+        world = get_world(world)
     mix = sampler if isinstance(sampler, dict) else parse_mix(sampler)
     if workers > 1:
         get_world(world.name)  # workers look the world up by name: fail here, clearly, if they cannot

@@ -86,6 +86,26 @@ def spec_forms() -> list[str]:
     return [f"{m['usage']:<{width}}  {m['help']}".rstrip() for m in metas]
 
 
+def policy_kinds() -> list[dict[str, Any]]:
+    """Every policy kind that loads, as plain data: kind, usage, help, options (None: checked by the factory),
+    whether it takes a target, and where it comes from (module or entry point)."""
+    out = []
+    for entry in POLICIES.entries():  # a broken plugin: warned about, skipped
+        meta = _meta(entry.name, entry.meta)
+        out.append({"kind": entry.name, "usage": meta["usage"], "help": meta["help"],
+                    "options": None if meta["options"] is None else list(meta["options"]),
+                    "takes_target": bool(meta["takes_target"]), "origin": _origin(entry)})  # fmt: skip
+    return out
+
+
+def _origin(entry: Any) -> str:
+    """Where a kind comes from: its plugin's entry point, or the module of its factory."""
+    if entry.entry_point is not None:
+        return f"plugin {entry.entry_point.value}"
+    module = getattr(entry.item, "__module__", None)
+    return module or entry.target or entry.source
+
+
 def _spec_error(spec: str, why: str) -> ValueError:
     forms = "\n  ".join(spec_forms())
     return ValueError(f"bad policy spec {spec!r}: {why}. Valid forms:\n  {forms}\n"
@@ -232,5 +252,6 @@ __all__ = [
     "parse_arguments",
     "parse_spec",
     "policy",
+    "policy_kinds",
     "spec_forms",
 ]
