@@ -262,12 +262,18 @@ class ToolEnv:
         ``latency_s`` and ``attempts`` are the driver's measure of how the turn was obtained (recorded in the
         turn record); ``latency_s`` defaults to the turn's own.
         """
+        start = len(self.messages)
+        await self.advance(action if isinstance(action, AssistantTurn) else as_assistant_turn(action, self.tools),
+                           latency_s=latency_s, attempts=attempts)  # fmt: skip
+        return self._result(self.messages[start + 1:])
+
+    async def advance(self, turn: AssistantTurn, *, latency_s: float | None = None, attempts: int = 1) -> None:
+        """``step`` for a driver that reads ``messages`` and ``done`` itself (the rollout loop): the same work,
+        without building a ``StepResult`` each turn."""
         if self.termination is not None:
             raise EnvError("the episode is over; call reset() to start another", kind="episode_done")
         if self.episode is None:
             raise EnvError("no episode: call reset() first", kind="not_started")
-        turn = as_assistant_turn(action, self.tools)
-        start = len(self.messages)
         self._record_turn(turn, latency_s, attempts)
         limits = self.limits
         if turn.finish_reason == "length":  # cut mid-turn: its tool calls may be partial, do not run them
@@ -292,7 +298,6 @@ class ToolEnv:
                 self.end("max_turns")
             elif limits.max_wall_s is not None and time.perf_counter() - self._t0 > limits.max_wall_s:
                 self.end("timeout")
-        return self._result(self.messages[start + 1:])
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | str, *,
                         call_id: str | None = None) -> ToolObservation:  # fmt: skip

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..tokens.dialects import malformed_result
@@ -43,7 +44,7 @@ class CallOutcome:
     output: Any = None
     error: dict[str, Any] | None = None
     internal: bool = False
-    noise: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    noise: Sequence[tuple[str, dict[str, Any]]] = ()
     clipped: bool = False
 
 
@@ -96,7 +97,7 @@ class InjectNoise:
             if cut != out.content:
                 events.append(("truncate", {"chars": len(out.content), "kept": len(cut)}))
                 out.content = cut
-        out.noise = events + out.noise
+        out.noise = [*events, *out.noise]
         return out
 
 

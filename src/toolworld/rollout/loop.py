@@ -79,7 +79,7 @@ async def _drive(env: ToolEnv, session: AgentSession) -> None:
             env.end("infra_error")
             return
         turn, attempts = got
-        await env.step(turn, latency_s=time.perf_counter() - started, attempts=attempts)
+        await env.advance(turn, latency_s=time.perf_counter() - started, attempts=attempts)
 
 
 def _buffer_dict(session: Any, env: ToolEnv) -> dict[str, Any] | None:
