@@ -19,11 +19,13 @@ from typer.testing import CliRunner
 
 from rollout_kit import make_task
 from toolworld.cli import app
+from toolworld.pipeline import export_run
+from toolworld.rollout.backends import tokenizer_source as policy_tokenizer_source
 from toolworld.rollout.loop import run_episode
 from toolworld.rollout.token_policy import Generation, TokenPolicy
 from toolworld.scoring import score_trajectory
 from toolworld.store import RunStore
-from toolworld.store.export import SCHEMAS, export_run, policy_tokenizer_source
+from toolworld.store.export import SCHEMAS
 from toolworld.tasks.model import write_jsonl
 from toolworld.tokens import TokenBuffer, tool_call_text
 from toolworld.world import get_world

@@ -60,7 +60,8 @@ def generate(engine: Any, prompt: list[int], **kw: Any) -> Any:
 def test_gguf_tokenizer_reproduces_the_original_tokenizer_and_template(tiny_gguf):
     from transformers import AutoTokenizer
 
-    from toolworld.rollout.engines.gguf import PROBE_TEXTS, build_gguf_tokenizer
+    from toolworld.rollout.engines.gguf import PROBE_TEXTS
+    from toolworld.tokens.tokenizers import build_gguf_tokenizer
 
     ours, ref = build_gguf_tokenizer(tiny_gguf), AutoTokenizer.from_pretrained(str(SMOLLM2))
     texts = [*PROBE_TEXTS, "<|im_start|>user\n1234567 order<|im_end|>\n", "ab\u200bc \t\u00a0x"]
@@ -76,7 +77,7 @@ def test_gguf_tokenizer_reproduces_the_original_tokenizer_and_template(tiny_gguf
 
 @needs_shared
 def test_gguf_tokenizer_is_cached_and_a_broken_cache_is_rebuilt(tiny_gguf):
-    from toolworld.rollout.engines.gguf import _tokenizer_cache_dir, load_gguf_tokenizer
+    from toolworld.tokens.tokenizers import _tokenizer_cache_dir, load_gguf_tokenizer
 
     first = load_gguf_tokenizer(tiny_gguf)
     saved = _tokenizer_cache_dir(tiny_gguf)
@@ -88,7 +89,7 @@ def test_gguf_tokenizer_is_cached_and_a_broken_cache_is_rebuilt(tiny_gguf):
 
 def test_non_bpe_gguf_is_refused_with_a_way_out(tmp_path):
     gguf = pytest.importorskip("gguf")
-    from toolworld.rollout.engines.gguf import build_gguf_tokenizer
+    from toolworld.tokens.tokenizers import build_gguf_tokenizer
 
     writer = gguf.GGUFWriter(str(tmp_path / "spm.gguf"), "llama")
     writer.add_tokenizer_model("llama")

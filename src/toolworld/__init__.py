@@ -42,13 +42,13 @@ from .world import (
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from .pipeline import RunError, RunResult, rescore, run, run_async
+    from .pipeline import RunError, RunResult, export, rescore, run, run_async
     from .tasks.generate import generate
 
 #: Verbs whose modules pull in more (the tool graph, the run store, the report) load on first use, so that
 #: ``import toolworld`` and every command-line start stay fast.
-_LAZY = {"run": "pipeline", "run_async": "pipeline", "rescore": "pipeline", "RunError": "pipeline",
-         "RunResult": "pipeline", "generate": "tasks.generate"}
+_LAZY = {"run": "pipeline", "run_async": "pipeline", "rescore": "pipeline", "export": "pipeline",
+         "RunError": "pipeline", "RunResult": "pipeline", "generate": "tasks.generate"}
 
 
 def __getattr__(name: str) -> Any:
@@ -96,6 +96,7 @@ __all__ = [
     "Trajectory",
     "World",
     "__version__",
+    "export",
     "generate",
     "get_world",
     "list_worlds",

@@ -12,7 +12,9 @@ loses only the episodes in flight and ``resume=True`` re-runs only unfinished an
 that crashes is our bug, not the agent's failure: that trial is kept as an infra error, to be run again. At the
 end ``summary.json`` and ``report.html`` are written from the store, so a fresh, a resumed and a re-scored run
 give the same files for the same trials. Ctrl-C (``KeyboardInterrupt``) during the episodes keeps every finished
-trial, still writes the summary and report, and returns with ``RunResult.interrupted`` set.
+trial, still writes the summary and report, and returns with ``RunResult.interrupted`` set. ``export`` writes a
+stored run for training (``toolworld export``); SFT data renders through the run's own policy's tokenizer unless
+told another.
 
 Everything a caller can get wrong is a :class:`RunError` whose ``kind`` names it (``no_tasks``,
 ``output_exists``, ``run_mismatch``, ``bad_policy_spec``, ...): the command line prints it as
@@ -49,6 +51,7 @@ __all__ = [
     "REPORT_FILE",
     "RESUME_KEYS",
     "SUMMARY_FILE",
+    "ExportResult",
     "Notice",
     "RescoreResult",
     "RunError",
@@ -60,6 +63,8 @@ __all__ = [
     "all_infra_error",
     "canonical_spec",
     "config_differences",
+    "export",
+    "export_run",
     "finish",
     "load_tasks",
     "make_policy",
@@ -179,6 +184,15 @@ class RescoreResult:
     changed: list[tuple[str, int]]
     summary: Summary | None = None
     report: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    """An export written: the file, its format and how many records (conversations or trials) it holds."""
+
+    path: Path
+    fmt: str
+    records: int
 
 
 # -- tasks -------------------------------------------------------------------------------------------------
@@ -766,3 +780,68 @@ def rescore(out: str | Path, *, check: bool = False, on_progress: OnProgress | N
     finally:
         store.close()
     return RescoreResult(len(new), changed, summary, report_path)
+
+
+# -- exports -----------------------------------------------------------------------------------------------
+
+
+def export_run(store: RunStore, fmt: str, path: str | Path, *, include_failed: bool = False,
+               tokenizer: Any = None) -> int:  # fmt: skip
+    """The store's export (:func:`toolworld.store.export.export_run`), with the run's own policy's tokenizer as the
+    default for ``sft``: the one its ``--policy`` spec samples with
+    (:func:`toolworld.rollout.backends.tokenizer_source`), so a token-level run renders through its own template
+    without being told which. The store itself knows nothing of policies.
+
+    Raises ``ExportError`` (``no_tokenizer`` when neither ``tokenizer`` nor the run's policy names one, pointing at
+    ``--tokenizer`` and ``--format chat``; the store's own kinds otherwise).
+    """
+    from .store.export import ExportError
+    from .store.export import export_run as write_export
+
+    if fmt == "sft" and tokenizer is None:
+        from .rollout.backends import tokenizer_source
+
+        spec = store.config.get("policy_spec") or store.config.get("policy")
+        try:
+            tokenizer = tokenizer_source(spec)
+        except ValueError:  # a stored spec that no longer parses names no tokenizer
+            tokenizer = None
+        if tokenizer is None:
+            raise ExportError("no_tokenizer", f"the run's policy {spec!r} has no tokenizer to render with: pass "
+                              "--tokenizer FOLDER (the tokenizer of the model to train, a folder with "
+                              "tokenizer_config.json, or a .gguf file), or export plain conversations with "
+                              "--format chat")  # fmt: skip
+    return write_export(store, fmt, path, include_failed=include_failed, tokenizer=tokenizer)
+
+
+def export(out: str | Path, fmt: str = "jsonl", *, output: str | Path | None = None, include_failed: bool = False,
+           tokenizer: Any = None, on_damage: OnDamage | None = None) -> ExportResult:  # fmt: skip
+    """Export the run stored in ``out`` for training or analysis: what ``toolworld export`` does.
+
+    ``fmt``: ``jsonl``, ``parquet``, ``chat``, ``sft`` or ``tokens`` (see :mod:`toolworld.store.export`);
+    ``output``: the file (default ``out/<DEFAULT_NAMES[fmt]>``); ``include_failed``: unsuccessful trials too
+    (``chat``, ``sft``); ``tokenizer`` (``sft`` only): a tokenizer object, folder or .gguf file, default the run's
+    own policy's (:func:`export_run`). Everything a caller can get wrong is a :class:`RunError` of the export's
+    or the store's kind (``invalid_option``, ``no_tokenizer``, ``bad_tokenizer``, ``no_token_buffers``,
+    ``missing_dependency``, ``unwritable_output``, ``damaged_run``, ...); a failed export leaves no file behind.
+    """
+    from .store import StoreError
+    from .store.export import DEFAULT_NAMES, EXPORT_FORMATS, ExportError
+
+    out = Path(out)
+    fmt = fmt.strip().lower()
+    if fmt not in EXPORT_FORMATS:
+        raise RunError(f"--format must be one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}", kind="invalid_option")
+    if tokenizer is not None and fmt != "sft":
+        raise RunError(f"--tokenizer applies to --format sft only, not {fmt}", kind="invalid_option")
+    store = _open(out, writer=False, on_damage=on_damage)
+    target = Path(output) if output is not None else out / DEFAULT_NAMES[fmt]
+    try:
+        records = export_run(store, fmt, target, include_failed=include_failed, tokenizer=tokenizer)
+    except (ExportError, StoreError) as exc:
+        raise RunError(str(exc), kind=exc.kind) from exc
+    except OSError as exc:
+        raise RunError(f"cannot write {target}: {exc}", kind="unwritable_output") from exc
+    finally:
+        store.close()
+    return ExportResult(target, fmt, records)

@@ -1,9 +1,9 @@
 """``toolworld rescore / report / export``: work on a stored run without running the model again.
 
-The work is :mod:`toolworld.pipeline` (``rescore``, ``finish``); the summary and the report are always computed
-from the store, so a resumed run, a re-scored run and a fresh run give the same files for the same trials. A stored
-row that cannot be read is skipped with one warning line on stderr naming it (:func:`print_damage`); a file that
-is not a readable store at all is a structured ``damaged_run`` error.
+The work is :mod:`toolworld.pipeline` (``rescore``, ``finish``, ``export``); the summary and the report are always
+computed from the store, so a resumed run, a re-scored run and a fresh run give the same files for the same trials.
+A stored row that cannot be read is skipped with one warning line on stderr naming it (:func:`print_damage`); a
+file that is not a readable store at all is a structured ``damaged_run`` error.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from .kit import console, err_console, fail, fail_with
 
 if TYPE_CHECKING:
     from ..scoring.summary import Summary
-    from ..store.runstore import RunStore
 
 REPORT = "report.html"
 
@@ -34,16 +33,6 @@ def register(app: typer.Typer) -> None:
 def print_damage(line: str) -> None:
     """How every command reports a stored row it had to skip: one line on stderr, and the command goes on."""
     err_console.print(f"warning: {line}", style="yellow", markup=False, highlight=False, soft_wrap=True)
-
-
-def _open_or_fail(out: Path, *, writer: bool = False) -> RunStore:
-    """The run store in ``out`` (``writer``: locked against a run or another rescore), or a structured error."""
-    from ..store.runstore import RunStore, StoreError
-
-    try:
-        return RunStore.open(out, writer=writer, on_damage=print_damage)
-    except StoreError as exc:
-        fail(exc.kind, str(exc))
 
 
 def print_notice(event: Any) -> None:
@@ -144,23 +133,12 @@ def export(
 
     Example: toolworld export runs/gold --format sft --tokenizer ./Qwen3-8B
     """
-    from ..store.export import DEFAULT_NAMES, EXPORT_FORMATS, ExportError, export_run
-    from ..store.runstore import StoreError
+    from .. import pipeline
 
-    fmt = fmt.strip().lower()
-    if fmt not in EXPORT_FORMATS:
-        fail("invalid_option", f"--format must be one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}")
-    if tokenizer is not None and fmt != "sft":
-        fail("invalid_option", f"--tokenizer applies to --format sft only, not {fmt}")
-    store = _open_or_fail(out)
-    target = output or out / DEFAULT_NAMES[fmt]
     try:
-        n = export_run(store, fmt, target, include_failed=include_failed, tokenizer=tokenizer)
-    except (ExportError, StoreError) as exc:
-        fail(exc.kind, str(exc))
-    except OSError as exc:
-        fail("unwritable_output", f"cannot write {target}: {exc}")
-    finally:
-        store.close()
-    console.print(f"wrote {n} {'conversations' if fmt in ('chat', 'sft') else 'trials'} to {target}",
-                  highlight=False, markup=False)  # fmt: skip
+        result = pipeline.export(out, fmt, output=output, include_failed=include_failed, tokenizer=tokenizer,
+                                 on_damage=print_damage)  # fmt: skip
+    except pipeline.RunError as exc:
+        fail_with(exc)
+    what = "conversations" if result.fmt in ("chat", "sft") else "trials"
+    console.print(f"wrote {result.records} {what} to {result.path}", highlight=False, markup=False)

@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         from ..tokens.audit import audit_template, summary_row
-        from ..tokens.template import TemplateError
+        from ..tokens.tokenizers import TemplateError
         from .kit import console, err_console, fail
 
         logging.getLogger("toolworld.tito").setLevel(logging.ERROR)  # fallbacks are the audit's findings

@@ -6,7 +6,7 @@
   divergence, difficulty) and the trajectory and score as JSON strings.
 - ``chat``: one conversation per row in the OpenAI chat shape (``messages`` and ``tools``, tool-call
   arguments as JSON objects) for trainers that render with their own template.
-- ``sft``: the conversations rendered through a model's own chat template as toolworld's token-level rollouts
+- ``sft``: the conversations rendered through a model's own chat template as toolworld's token-level episodes
   render them (``ChatTemplate.prepare`` and the token bridge of ``toolworld.tokens``): ``input_ids`` and
   ``assistant_masks`` (1 on the tokens a model has to produce: each assistant turn after its generation prompt,
   through its end-of-turn token), plus the prepared ``messages``. TRL's ``SFTTrainer`` reads such rows as they
@@ -266,7 +266,7 @@ def _turn_ids(template: ChatTemplate, messages: Sequence[Mapping[str, Any]], ind
 
 @contextlib.contextmanager
 def _quiet_bridge() -> Iterator[None]:
-    """The bridge warns on each fallback (a rollout should say so); an export counts them instead."""
+    """The bridge warns on each fallback (a live episode should say so); an export counts them instead."""
     tito = logging.getLogger("toolworld.tito")
     level = tito.level
     tito.setLevel(logging.ERROR)
@@ -279,7 +279,7 @@ def _quiet_bridge() -> Iterator[None]:
 def render_sft(template: ChatTemplate, messages: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[int], int]:
     """``(input_ids, assistant_masks, unsampleable_turns)`` of a conversation rendered for training.
 
-    The conversation goes through the same token bridge as a token-level rollout of this template, with a
+    The conversation goes through the same token bridge as a token-level episode of this template, with a
     model that produces exactly the template's own rendering of each assistant turn: so the ids are the ones
     such a model would have seen and produced at inference, turn after turn (for templates that re-render
     history, such as Qwen3 dropping earlier reasoning, that differs from one full render of the conversation),
@@ -310,43 +310,19 @@ def _prepared_messages(template: ChatTemplate, messages: Sequence[Mapping[str, A
     return template.prepare(chat_messages(messages))[0]
 
 
-def policy_tokenizer_source(spec: str | None) -> str | None:
-    """Where the tokenizer of a run's ``--policy`` SPEC lives (a folder or a .gguf file), or None when the policy
-    has none (gold, openai, scripted). Reads the spec only: no model is loaded."""
-    if not spec:
-        return None
-    kind, _, rest = spec.strip().partition(":")
-    if "," in kind:
-        kind, _, opts = kind.partition(",")
-        rest = "," + opts + (":" + rest if rest else "")
-    target, *parts = rest.split(",") if rest else [""]
-    options = dict(p.split("=", 1) for p in parts if "=" in p)
-    kind = kind.strip().lower()
-    if options.get("tokenizer", "").strip():
-        return options["tokenizer"].strip()
-    if kind in ("hf", "gguf") and target.strip():
-        return target.strip()
-    if kind == "vllm":
-        model = target.rpartition("@")[0].strip()
-        return model if model and Path(model).expanduser().is_dir() else None
-    if kind == "smollm2":
-        from ..rollout.models import is_pulled, model_path
-
-        return str(model_path("smollm2")) if is_pulled("smollm2") else None
-    return None
-
-
-def load_export_tokenizer(source: str | Path) -> Any:
-    """A tokenizer from a folder or a .gguf file (``ExportError`` saying what to pass otherwise)."""
-    path = Path(source).expanduser()
-    if path.suffix == ".gguf" and path.is_file():
-        from ..rollout.engines.gguf import load_gguf_tokenizer
-
-        return load_gguf_tokenizer(path)
+def load_export_tokenizer(source: Any) -> tuple[Any, str]:
+    """(tokenizer, label) from a tokenizer object, a folder or a .gguf file; ``ExportError`` saying what to pass
+    otherwise. The label names the tokenizer in each row: the folder's or file's name, or the object's own."""
     from ..tokens import TemplateError, load_tokenizer
 
+    if source is None:
+        raise ExportError("no_tokenizer", "--format sft renders through a model's chat template and needs that "
+                          "model's tokenizer: pass --tokenizer FOLDER (a folder with tokenizer_config.json, or a "
+                          ".gguf file), or export plain conversations with --format chat")  # fmt: skip
+    if not isinstance(source, str | Path):
+        return source, str(getattr(source, "name_or_path", "") or type(source).__name__)
     try:
-        return load_tokenizer(path)
+        return load_tokenizer(source), Path(source).name
     except TemplateError as exc:
         raise ExportError("bad_tokenizer", f"{exc} (--tokenizer takes a tokenizer folder or a .gguf file)") from exc
     except ImportError as exc:
@@ -354,28 +330,14 @@ def load_export_tokenizer(source: str | Path) -> Any:
                           "'toolworld[models]'") from exc  # fmt: skip
 
 
-def _tokenizer_for(store: RunStore, tokenizer: Any) -> tuple[Any, str]:
-    """(tokenizer, label) from ``tokenizer`` (object, folder, .gguf) or else the run's own policy."""
-    if tokenizer is not None and not isinstance(tokenizer, (str, Path)):
-        return tokenizer, str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
-    source = tokenizer
-    if source is None:
-        spec = store.config.get("policy_spec") or store.config.get("policy")
-        source = policy_tokenizer_source(spec)
-        if source is None:
-            raise ExportError("no_tokenizer", f"the run's policy {spec!r} has no tokenizer to render with: pass "
-                              "--tokenizer FOLDER (the tokenizer of the model to train, a folder with "
-                              "tokenizer_config.json, or a .gguf file), or export plain conversations with "
-                              "--format chat")  # fmt: skip
-    return load_export_tokenizer(source), Path(str(source)).name
-
-
-def sft_records(store: RunStore, tokenizer: Any = None, *, include_failed: bool = False) -> Iterator[dict[str, Any]]:
+def sft_records(store: RunStore, tokenizer: Any, *, include_failed: bool = False,
+                label: str | None = None) -> Iterator[dict[str, Any]]:  # fmt: skip
     """Rows of the ``sft`` format: each exportable conversation rendered through ``tokenizer``'s chat template
-    (a tokenizer object, a folder or a .gguf file; default: the run's own policy's)."""
+    (a tokenizer object, a folder or a .gguf file); ``label`` names it in the rows (default: its name)."""
     from ..tokens import ChatTemplate, TemplateError
 
-    tok, label = _tokenizer_for(store, tokenizer)
+    tok, own_label = load_export_tokenizer(tokenizer)
+    label = label or own_label
     templates: dict[str, ChatTemplate] = {}
     tools: dict[str, list[dict[str, Any]]] = {}
     with _quiet_bridge():
@@ -434,8 +396,10 @@ def export_run(store: RunStore, fmt: str, path: str | Path, *, include_failed: b
                tokenizer: Any = None) -> int:  # fmt: skip
     """Write the run in ``fmt`` (one of ``EXPORT_FORMATS``) to ``path``; returns the number of records.
 
-    ``tokenizer`` (``sft`` only): a tokenizer object, folder or .gguf file; default: the run's policy's.
-    Raises ``ExportError`` (with ``kind``) when the export cannot be made as asked.
+    ``tokenizer`` (``sft`` only, and needed there): a tokenizer object, folder or .gguf file. Which tokenizer a
+    run's own policy sampled with is the policy layer's to say: :func:`toolworld.pipeline.export_run` fills it
+    in from the run's ``--policy`` spec. Raises ``ExportError`` (with ``kind``) when the export cannot be made as
+    asked: ``no_tokenizer``, ``bad_tokenizer``, ``no_token_buffers``, ``missing_dependency``.
     """
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
@@ -458,7 +422,8 @@ def export_run(store: RunStore, fmt: str, path: str | Path, *, include_failed: b
     if fmt == "chat":
         return _write_rows("chat", chat_records(store, include_failed=include_failed), target)
     if fmt == "sft":
-        return _write_rows("sft", sft_records(store, tokenizer, include_failed=include_failed), target)
+        tok, label = load_export_tokenizer(tokenizer)  # before the output is opened: a bad one writes nothing
+        return _write_rows("sft", sft_records(store, tok, include_failed=include_failed, label=label), target)
     if fmt == "tokens":
         return _write_rows("tokens", token_records(store), target)
     return _write_rows("parquet", trial_records(store), target, lines=False)

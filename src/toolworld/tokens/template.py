@@ -1,5 +1,6 @@
 """Chat-template probing: ``ChatTemplate`` learns what a family's template does from small renders (tools
-rendered or not, argument shape, call-id shape, the end-of-turn token), and ``load_tokenizer`` loads one offline.
+rendered or not, argument shape, call-id shape, the end-of-turn token). It takes any tokenizer source that
+:func:`toolworld.tokens.load_tokenizer` takes (``tokenizers.py``).
 """
 
 from __future__ import annotations
@@ -7,15 +8,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from ..core.errors import ToolworldError
 from ..records.messages import Message
 from .dialects import call_parts, tool_call_text, tool_system_prompt
+from .tokenizers import TemplateError, load_tokenizer
 
 logger = logging.getLogger("toolworld.tito")
 
@@ -27,36 +26,6 @@ DUMMY_SYSTEM = "You are helpful."
 DUMMY_USER = "Hello."
 PROBE_TOOL = "tw_probe_tool"
 MIRROR_REASONING = "<think>\nR\n</think>\n\n"
-
-
-class TemplateError(ToolworldError):
-    """A tokenizer or chat template that cannot be used; ``kind`` says which problem (for structured errors)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message, kind=kind)
-
-
-
-def load_tokenizer(source: Any) -> Any:
-    """A tokenizer object as is, or one loaded offline from a tokenizer folder (structured ``TemplateError``)."""
-    if not isinstance(source, (str, os.PathLike)):
-        return source
-    path = Path(source)
-    if not path.exists():
-        raise TemplateError("not_found", f"{path} does not exist; pass a tokenizer folder (with tokenizer.json).")
-    if not path.is_dir():
-        raise TemplateError("not_a_tokenizer", f"{path} is a file; pass the folder that holds tokenizer.json.")
-    if not any((path / name).exists() for name in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
-        raise TemplateError(
-            "not_a_tokenizer",
-            f"{path} has no tokenizer.json, tokenizer_config.json or tokenizer.model; pass a tokenizer folder.",
-        )
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    except Exception as exc:  # transformers raises many types for a broken folder
-        raise TemplateError("not_a_tokenizer", f"{path} could not be loaded as a tokenizer: {exc}") from exc
 
 
 def lcp(a: str, b: str) -> int:

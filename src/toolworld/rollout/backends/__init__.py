@@ -34,6 +34,9 @@ ENTRY_POINT_GROUP = "toolworld.policies"
 #: A factory: ``factory(**options)``, or ``factory(target, **options)`` for a kind that takes a target.
 PolicyFactory = Callable[..., Policy]
 
+#: Where a kind's tokenizer lives, given its parsed spec (a folder or a .gguf path; None: the spec does not say).
+TokenizerOf = Callable[["PolicySpec"], "str | None"]
+
 
 def _as_factory(obj: Any, name: str) -> PolicyFactory:
     if not callable(obj):
@@ -47,7 +50,8 @@ POLICIES: Registry[PolicyFactory] = Registry("policy kind", group=ENTRY_POINT_GR
 
 
 def policy(kind: str, *, usage: str | None = None, help: str = "", options: Sequence[str] | None = None,
-           takes_target: bool | str = False, replace: bool = False) -> Callable[[Any], Any]:  # fmt: skip
+           takes_target: bool | str = False, tokenizer: TokenizerOf | None = None,
+           replace: bool = False) -> Callable[[Any], Any]:  # fmt: skip
     """Register a policy factory (a function or a class) for ``--policy KIND...``.
 
     Args:
@@ -59,6 +63,9 @@ def policy(kind: str, *, usage: str | None = None, help: str = "", options: Sequ
         takes_target: whether a target follows the colon (a path, ``MODEL@URL``); when it does, the factory is
             called as ``factory(target, **options)``, else ``factory(**options)`` and whatever follows the colon
             is options (``gold:drop=0.3``). A string says what the target is in errors ("a path").
+        tokenizer: for a kind that samples tokens, where its tokenizer lives, read off a parsed spec without
+            building anything: ``tokenizer(spec) -> folder or .gguf path``, or None when the spec does not say
+            (see :func:`tokenizer_source`; exports render with it).
         replace: replace a kind registered before (otherwise a second registration of a kind is an error).
 
     Keyword overrides given to :func:`make_policy` in Python are passed on unchecked.
@@ -66,7 +73,8 @@ def policy(kind: str, *, usage: str | None = None, help: str = "", options: Sequ
 
     def decorate(factory: Any) -> Any:
         POLICIES.register(kind.lower(), factory, replace=replace, usage=usage or kind, help=help,
-                          options=None if options is None else tuple(options), takes_target=takes_target)  # fmt: skip
+                          options=None if options is None else tuple(options), takes_target=takes_target,
+                          tokenizer=tokenizer)  # fmt: skip
         return factory
 
     return decorate
@@ -175,6 +183,31 @@ def parse_spec(spec: str) -> PolicySpec:
     return PolicySpec(kind, target or None, options, tuple(raw))
 
 
+def tokenizer_source(spec: str | PolicySpec | None) -> str | None:
+    """The tokenizer a policy SPEC samples with (a folder or a .gguf file), read off the spec: nothing is loaded,
+    built or pulled.
+
+    A ``tokenizer=`` option wins; otherwise the kind's registration answers (``@policy(..., tokenizer=...)``):
+    ``hf:`` and ``gguf:`` their target, ``vllm:`` a MODEL that is a local folder, ``smollm2`` the pulled model
+    file. None for kinds that sample no tokens of their own (``gold``, ``openai``, the probes), an unknown kind
+    (a stored spec whose plugin is gone) and one that does not say. Raises ``ValueError`` for a spec that does
+    not parse.
+    """
+    if spec is None or (isinstance(spec, str) and not spec.strip()):
+        return None
+    parsed = spec if isinstance(spec, PolicySpec) else parse_spec(spec)
+    given = parsed.options.get("tokenizer")
+    if given is not None and str(given).strip():
+        return str(given).strip()
+    if parsed.kind not in POLICIES:
+        return None
+    try:
+        resolve = POLICIES.meta(parsed.kind).get("tokenizer")
+    except ValueError:  # a plugin that does not load cannot say either
+        return None
+    return resolve(parsed) if resolve is not None else None
+
+
 def make_policy(spec: str, **overrides: Any) -> Policy:
     """Build a policy from a ``--policy`` SPEC; ``overrides`` win over options written in the spec.
 
@@ -242,6 +275,7 @@ __all__ = [
     "ScriptItem",
     "ScriptedPolicy",
     "ScriptedSession",
+    "TokenizerOf",
     "as_turn",
     "confirmation_request",
     "corrupt_value",
@@ -254,4 +288,5 @@ __all__ = [
     "policy",
     "policy_kinds",
     "spec_forms",
+    "tokenizer_source",
 ]

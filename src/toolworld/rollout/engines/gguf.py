@@ -30,19 +30,15 @@ uses to prove that the Python tokenizer that renders chat templates produces the
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
 import math
 import os
 import secrets
-import shutil
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...core.errors import ToolworldError
-from ...core.files import atomic_directory
-from ...core.paths import cache_dir
+from ...tokens.tokenizers import load_gguf_tokenizer, load_tokenizer
 from ..policy import InfraError
 from ..token_policy import Generation
 
@@ -60,160 +56,12 @@ PROBE_TEXTS = (
     "   leading and trailing   \r\n\r\nx",
 )
 
-# llama.cpp pre-tokenizer names (``tokenizer.ggml.pre``) -> the equivalent `tokenizers` pre-tokenizer. Each is
-# checked against llama.cpp itself by GGUFEngine.check_tokenizer on PROBE_TEXTS; a name missing here gets GPT-2's
-# byte-level split, and a mismatch is reported rather than silently producing other ids.
-_LLAMA3_SPLIT = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
-    r"|\s+(?!\S)|\s+"
-)
-_QWEN2_SPLIT = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
-    r"|\s+(?!\S)|\s+"
-)
-
-
-def _byte_level_after(pt: Any, pattern: str) -> Any:
-    return pt.Sequence([pt.Split(_tk_regex(pattern), behavior="isolated", invert=False),
-                        pt.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])  # fmt: skip
-
-
-def _tk_regex(pattern: str) -> Any:
-    from tokenizers import Regex
-
-    return Regex(pattern)
-
-
-_PRE_TOKENIZERS = {
-    # SmolLM/SmolLM2: digits are split one by one before the GPT-2 byte-level regex.
-    "smollm": lambda pt: pt.Sequence(
-        [pt.Digits(individual_digits=True), pt.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)]
-    ),
-    "llama-bpe": lambda pt: _byte_level_after(pt, _LLAMA3_SPLIT),
-    "qwen2": lambda pt: _byte_level_after(pt, _QWEN2_SPLIT),
-    "gpt-2": lambda pt: pt.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True),
-}
-_TOKEN_CONTROL, _TOKEN_USER_DEFINED = 3, 4
-
 
 class TokenizerMismatch(ToolworldError, ValueError):
     """The Python tokenizer does not produce llama.cpp's ids for the same text (a ``ValueError`` too, for callers
     that catch bad input generally)."""
 
     default_kind = "tokenizer_mismatch"
-
-
-def gguf_metadata(path: str | Path | Any, keys: tuple[str, ...]) -> dict[str, Any]:
-    """Read a few scalar/string metadata keys of a GGUF file or open ``GGUFReader`` (tensors are not loaded)."""
-    from gguf import GGUFReader
-
-    reader = path if isinstance(path, GGUFReader) else GGUFReader(str(path))
-    out: dict[str, Any] = {}
-    for key in keys:
-        field = reader.fields.get(key)
-        if field is None or not field.data:
-            continue
-        part = field.parts[field.data[0]]
-        out[key] = bytes(part).decode("utf-8") if field.types[0].name == "STRING" else part.tolist()[0]
-    return out
-
-
-def _tokenizer_cache_dir(gguf: Path) -> Path:
-    st = gguf.stat()
-    key = hashlib.sha256(f"{gguf.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
-    return cache_dir() / "tokenizers" / f"{gguf.stem}-{key}"
-
-
-def _gguf_array(reader: Any, key: str) -> list[Any]:
-    field = reader.fields.get(key)
-    if field is None:
-        return []
-    return list(field.contents())
-
-
-def build_gguf_tokenizer(gguf_path: str | Path) -> PreTrainedTokenizerBase:
-    """A fast tokenizer built straight from a GGUF's vocabulary, merges, token types and chat template.
-
-    Built with `tokenizers` alone (no torch, no model weights), so the embedded default runs on a machine with
-    neither; transformers' own GGUF loader needs torch. Only byte-level BPE vocabularies
-    (``tokenizer.ggml.model == "gpt2"``: SmolLM, Llama 3, Qwen, ...) are supported; for others pass the model's
-    tokenizer folder.
-    """
-    from gguf import GGUFReader
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    path = Path(gguf_path)
-    reader = GGUFReader(str(path))
-    meta = gguf_metadata(reader, ("tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.chat_template",
-                                "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
-                                "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id"))  # fmt: skip
-    kind = meta.get("tokenizer.ggml.model")
-    if kind != "gpt2":
-        raise ValueError(f"{path.name}: tokenizer type {kind!r} cannot be rebuilt from the GGUF (only byte-level "
-                         "BPE, 'gpt2'); pass the model's tokenizer folder (tokenizer=PATH)")  # fmt: skip
-    tokens = _gguf_array(reader, "tokenizer.ggml.tokens")
-    types = _gguf_array(reader, "tokenizer.ggml.token_type") or [1] * len(tokens)
-    merges = [tuple(m.split(" ", 1)) for m in _gguf_array(reader, "tokenizer.ggml.merges")]
-    vocab = {tok: i for i, tok in enumerate(tokens)}
-    backend = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
-    pre = meta.get("tokenizer.ggml.pre") or "gpt-2"
-    backend.pre_tokenizer = _PRE_TOKENIZERS.get(pre, _PRE_TOKENIZERS["gpt-2"])(pre_tokenizers)
-    backend.decoder = decoders.ByteLevel()
-    added = [AddedToken(tok, special=(kind_ == _TOKEN_CONTROL), normalized=False)
-             for tok, kind_ in zip(tokens, types, strict=False) if kind_ in (_TOKEN_CONTROL, _TOKEN_USER_DEFINED)]  # fmt: skip
-    backend.add_tokens(added)
-
-    def name(key: str) -> str | None:
-        idx = meta.get(f"tokenizer.ggml.{key}_token_id")
-        return tokens[idx] if isinstance(idx, int) and 0 <= idx < len(tokens) else None
-
-    tok = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=name("bos"), eos_token=name("eos"),
-                                  unk_token=name("unknown"), pad_token=name("padding"),
-                                  clean_up_tokenization_spaces=False)  # fmt: skip
-    if meta.get("tokenizer.chat_template"):
-        tok.chat_template = meta["tokenizer.chat_template"]
-    return tok
-
-
-def load_gguf_tokenizer(gguf_path: str | Path, *, use_cache: bool = True) -> PreTrainedTokenizerBase:
-    """A transformers tokenizer (with the GGUF's chat template) built from the GGUF's own vocabulary.
-
-    See :func:`build_gguf_tokenizer`. Reading tens of thousands of strings out of the GGUF takes about a second,
-    so the result is saved under ``<cache>/tokenizers/`` keyed by the file's path, size and mtime; later loads
-    take a fraction of that.
-    """
-    from transformers import AutoTokenizer
-
-    gguf = Path(gguf_path)
-    saved = _tokenizer_cache_dir(gguf)
-    if use_cache and (saved / "tokenizer_config.json").is_file():
-        try:
-            return AutoTokenizer.from_pretrained(str(saved))
-        except Exception:  # an unreadable cache entry is rebuilt, never trusted
-            shutil.rmtree(saved, ignore_errors=True)
-    tok = build_gguf_tokenizer(gguf)
-    if use_cache:
-        # A reader sees the whole folder or none. OSError: another process won the race, or the cache is
-        # read-only; either way the tokenizer in hand still works.
-        with contextlib.suppress(OSError), atomic_directory(saved) as tmp:
-            tok.save_pretrained(str(tmp))
-    return tok
-
-
-def load_tokenizer(source: str | Path | PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
-    """A tokenizer from a folder, a ``.gguf`` file, or an already-loaded tokenizer (returned as is)."""
-    if not isinstance(source, str | Path):
-        return source
-    path = Path(source).expanduser()
-    if path.suffix == ".gguf" and path.is_file():
-        return load_gguf_tokenizer(path)
-    if not path.exists():
-        raise ValueError(f"tokenizer path {str(path)!r} does not exist; pass a folder with tokenizer.json / "
-                         "tokenizer_config.json or a .gguf file")  # fmt: skip
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(path))
 
 
 def _logprob(entry: dict[str, Any]) -> float:
@@ -290,6 +138,7 @@ class GGUFEngine:
             raise ValueError(f"n_ctx must be >= 16 and n_parallel >= 1 (got {n_ctx}, {n_parallel})")
         import xllamacpp
 
+        # The model's own vocabulary whatever the file is called; a given tokenizer goes through the one loader.
         self.tokenizer = load_tokenizer(tokenizer) if tokenizer is not None else load_gguf_tokenizer(self.path)
         self.n_ctx = n_ctx
         self.n_parallel = n_parallel

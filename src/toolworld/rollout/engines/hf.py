@@ -20,9 +20,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...tokens.tokenizers import load_tokenizer
 from ..policy import InfraError
 from ..token_policy import Generation
-from .gguf import load_gguf_tokenizer, load_tokenizer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -102,7 +102,7 @@ class HFEngine:
             except (OSError, ValueError) as exc:
                 raise ValueError(f"transformers could not load a causal LM from {src}: {exc}") from exc
             if tokenizer is None:
-                tokenizer = load_gguf_tokenizer(src) if src.suffix == ".gguf" else folder
+                tokenizer = src if src.suffix == ".gguf" else folder  # a .gguf carries its own vocabulary
         elif tokenizer is None:
             raise ValueError("pass tokenizer= along with model=")
         self.path = Path(path) if path is not None else None

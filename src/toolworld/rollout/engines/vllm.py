@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...core.retry import backoff_delay
+from ...tokens.tokenizers import load_tokenizer
 from ..policy import InfraError
 from ..token_policy import Generation
-from .gguf import load_tokenizer
 
 if TYPE_CHECKING:
     import httpx
