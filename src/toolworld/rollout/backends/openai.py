@@ -151,9 +151,14 @@ class OpenAISession:
         return None
 
 
-class _BadResponse(Exception):
+class _BadResponse(InfraError):
     """A 200 that is not a chat completion (a proxy's error page, a truncated body, a wrong shape): retried,
     since such glitches pass, and an infra error of kind ``bad_response`` once the retries are spent."""
+
+    default_kind = "bad_response"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=True, kind="bad_response")
 
 
 def _to_turn(response: Any, latency_s: float) -> AssistantTurn:
