@@ -107,3 +107,10 @@ def shared_tokenizer(name: str) -> Any:
         pytest.skip(f"needs the real tokenizers of ../shared/tokenizers (see its README); {folder} is absent")
     transformers = pytest.importorskip("transformers")
     return transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+
+
+def run(coro: Any) -> Any:
+    """Run a coroutine to completion (tests are synchronous)."""
+    import asyncio
+
+    return asyncio.run(coro)

@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import pytest
 
-from rollout_kit import make_task, retail
+from rollout_kit import make_task, run
 from toolworld.env import CallOutcome, EnvError, Limits, NoiseConfig, ToolEnv, UserReply
 from toolworld.records.messages import AssistantTurn
 from toolworld.rollout.backends import GoldPolicy
 from toolworld.rollout.loop import run_episode
 from toolworld.rollout.policy import InfraError
 from toolworld.world import ToolCall
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
-@pytest.fixture(scope="module")
-def world():
-    return retail()
 
 
 @pytest.fixture(scope="module")

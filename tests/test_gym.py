@@ -17,7 +17,7 @@ gymnasium = pytest.importorskip("gymnasium")
 
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
-from rollout_kit import make_task, retail, tool_call_ids_answered  # noqa: E402
+from rollout_kit import make_task, tool_call_ids_answered  # noqa: E402
 from toolworld.env import EnvError, Limits, LLMUser  # noqa: E402
 from toolworld.integrations.gym import (  # noqa: E402
     AssistantActionSpace,
@@ -32,11 +32,6 @@ from toolworld.tokens.dialects import tool_call_text  # noqa: E402
 from toolworld.world import ToolCall, list_worlds  # noqa: E402
 
 KINDS = ("cancel", "address", "refusal", "info")
-
-
-@pytest.fixture(scope="module")
-def world():
-    return retail()
 
 
 @pytest.fixture(scope="module")

@@ -21,15 +21,10 @@ from rollout_kit import make_task, shared_tokenizer
 from toolworld.records.trajectory import Trajectory
 from toolworld.rollout.loop import Limits, run_episode
 from toolworld.rollout.token_policy import Generation, TokenPolicy
-from toolworld.world import Episode, get_world
+from toolworld.world import Episode
 from toolworld.world.episode import MAX_ARGUMENT_DEPTH, MAX_ERROR_CHARS
 
 IM_END = 151645
-
-
-@pytest.fixture(scope="module")
-def world() -> Any:
-    return get_world("retail")
 
 
 @pytest.fixture

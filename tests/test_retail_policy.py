@@ -13,16 +13,11 @@ from typing import Any
 
 import pytest
 
-from toolworld import Episode, get_world
+from toolworld import Episode
 from toolworld.worlds.retail.common import NOW, RETURN_WINDOW_DAYS, days_before_now
 
 RECENT = days_before_now(RETURN_WINDOW_DAYS - 1)  # delivered after this: inside the return window
 EXPIRED = days_before_now(RETURN_WINDOW_DAYS + 1)  # delivered before this: outside it
-
-
-@pytest.fixture(scope="module")
-def world():
-    return get_world("retail")
 
 
 @pytest.fixture

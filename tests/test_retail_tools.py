@@ -14,11 +14,6 @@ from toolworld import get_world
 from toolworld.world import ERROR_TYPES
 
 
-@pytest.fixture(scope="module")
-def world():
-    return get_world("retail")
-
-
 @pytest.fixture
 def ep(world):
     with world.episode(0) as e:

@@ -3,7 +3,6 @@ and an OpenAI-compatible server mocked at the HTTP layer (5xx retried then infra
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rollout_kit import make_task, retail, tool_call_ids_answered
+from rollout_kit import make_task, retail, run, tool_call_ids_answered
 from toolworld.records.messages import AssistantTurn
 from toolworld.rollout import engines
 from toolworld.rollout.backends import (
@@ -31,10 +30,6 @@ from toolworld.rollout.backends import (
 from toolworld.rollout.loop import Limits, run_episode
 from toolworld.rollout.policy import AgentSession, InfraError, Policy
 from toolworld.world import ToolCall
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from gguf_kit import SMOLLM2, write_tiny_smollm2_gguf
+from gguf_kit import SMOLLM2
 from rollout_kit import make_task
 from toolworld.cli import app
 from toolworld.rollout.policy import InfraError
@@ -22,14 +22,6 @@ from toolworld.tasks.model import write_jsonl
 from toolworld.tokens import TokenBuffer
 
 needs_shared = pytest.mark.skipif(not SMOLLM2.is_dir(), reason=f"needs the shared tokenizers at {SMOLLM2}")
-
-
-@pytest.fixture(scope="module")
-def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not SMOLLM2.is_dir():
-        pytest.skip(f"needs the shared tokenizers at {SMOLLM2}")
-    pytest.importorskip("gguf")
-    return write_tiny_smollm2_gguf(tmp_path_factory.mktemp("gguf") / "tiny-smollm2.gguf")
 
 
 @pytest.fixture(scope="module")

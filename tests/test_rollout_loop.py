@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import sdkworld
-from rollout_kit import make_task, retail, tool_call_ids_answered
+from rollout_kit import make_task, run, tool_call_ids_answered
 from toolworld.core import derive_seed
 from toolworld.env.noise import NoiseConfig
 from toolworld.env.user import LLMUser, ScriptedUser
@@ -25,14 +25,6 @@ from toolworld.world import ToolCall
 
 FAST = Limits(infra_backoff_s=0.0)
 
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
-@pytest.fixture(scope="module")
-def world():
-    return retail()
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ logit of a scripted next token: the engine still runs its own sampling loop, KV 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import math
@@ -15,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from rollout_kit import shared_tokenizer, tool_call_ids_answered
+from rollout_kit import run, shared_tokenizer, tool_call_ids_answered
 from toolworld.rollout.token_policy import Generation, TokenPolicy
 from toolworld.tokens import TitoConversation, TokenBuffer, tool_call_text, tool_system_prompt
 
@@ -31,9 +30,6 @@ WEATHER_TOOLS = [
                                                      "required": ["tz"]}}},
 ]  # fmt: skip
 
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
 
 
 def encode(tok: Any, text: str) -> list[int]:

@@ -20,11 +20,6 @@ FAST = Limits(infra_backoff_s=0.0, max_wall_s=None)
 
 
 @pytest.fixture(scope="module")
-def world() -> Any:
-    return retail()
-
-
-@pytest.fixture(scope="module")
 def cancel(world: Any) -> Any:
     return make_task("cancel", world=world)
 

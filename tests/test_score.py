@@ -4,14 +4,13 @@ stay out of the metrics, and scores round-trip through JSON exactly."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import Counter
 from typing import Any
 
 import pytest
 
-from rollout_kit import make_task, retail
+from rollout_kit import make_task, run
 from toolworld.records.trajectory import Trajectory
 from toolworld.rollout.backends import GoldPolicy, ScriptedPolicy, confirmation_request, gold_answer
 from toolworld.rollout.loop import Limits, run_episode, run_many
@@ -34,15 +33,6 @@ from toolworld.scoring.conduct import touches_customer_data
 from toolworld.tasks.generate import generate
 from toolworld.tasks.model import Task
 from toolworld.world import ToolCall
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
-@pytest.fixture(scope="module")
-def world():
-    return retail()
 
 
 @pytest.fixture(scope="module")

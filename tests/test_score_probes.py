@@ -4,14 +4,13 @@ scored on real episodes, and each way of breaking it is named at the step where 
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 from collections import Counter
 from typing import Any
 
 import pytest
 
-from rollout_kit import make_task, retail
+from rollout_kit import make_task, run
 from toolworld.env.user import ScriptedUser
 from toolworld.records.trajectory import Step, Trajectory
 from toolworld.rollout.backends import (
@@ -29,15 +28,6 @@ from toolworld.scoring.conduct import check_identified
 from toolworld.tasks.generate import generate
 from toolworld.tasks.model import Task
 from toolworld.world import ToolCall
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
-@pytest.fixture(scope="module")
-def world():
-    return retail()
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gguf_kit import SMOLLM2, write_tiny_smollm2_gguf
+from gguf_kit import SMOLLM2
 from rollout_kit import make_task
 from toolworld import pipeline
 from toolworld.rollout.backends import POLICIES, PolicySpec, make_policy, policy, tokenizer_source
@@ -27,15 +27,6 @@ from toolworld.world import get_world
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "toolworld"
 needs_shared = pytest.mark.skipif(not SMOLLM2.is_dir(), reason=f"needs the shared tokenizers at {SMOLLM2}")
-
-
-@pytest.fixture(scope="module")
-def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not SMOLLM2.is_dir():
-        pytest.skip(f"needs the shared tokenizers at {SMOLLM2}")
-    pytest.importorskip("gguf")
-    pytest.importorskip("transformers")
-    return write_tiny_smollm2_gguf(tmp_path_factory.mktemp("gguf") / "tiny-smollm2.gguf")
 
 
 def kind_of(source: Any) -> str:
@@ -58,6 +49,7 @@ def test_a_tokenizer_folder_loads_as_str_or_path():
 
 
 def test_a_gguf_file_loads_with_the_original_vocabulary_and_template(tiny_gguf):
+    pytest.importorskip("transformers")
     ours, ref = load_tokenizer(tiny_gguf), load_tokenizer(SMOLLM2)
     for text in ("Hello, world! 1234567", "東京 😀👍🏽 café", "<|im_start|>user\nhi<|im_end|>\n"):
         assert ours.encode(text, add_special_tokens=False) == ref.encode(text, add_special_tokens=False), text
@@ -240,6 +232,7 @@ def gold_store(out: Path, spec: str) -> Path:
 
 
 def test_sft_export_of_a_gguf_run_renders_through_the_gguf_it_sampled_with(tiny_gguf, tmp_path):
+    pytest.importorskip("transformers")
     out = gold_store(tmp_path / "run", f"gguf:{tiny_gguf},n_ctx=2048")
     result = pipeline.export(out, "sft", output=tmp_path / "own.jsonl")
     assert (result.path, result.fmt, result.records) == (tmp_path / "own.jsonl", "sft", 1)
