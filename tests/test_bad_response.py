@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
+from toolworld.core import InfraError
 from toolworld.rollout.backends import OpenAIPolicy
-from toolworld.rollout.policy import InfraError
 
 
 def good_completion(content: str = "All good.") -> dict[str, Any]:

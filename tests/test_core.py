@@ -220,9 +220,9 @@ def test_noise_draws_are_per_step_and_one_probability_never_shifts_another():
 
 
 def _every_error() -> list[tuple[ToolworldError, str]]:
+    from toolworld.core import InfraError
     from toolworld.rollout.engines.gguf import TokenizerMismatch
     from toolworld.rollout.models import ModelPullError
-    from toolworld.rollout.policy import InfraError
     from toolworld.store.export import ExportError
     from toolworld.store.runstore import StoreError
     from toolworld.tasks.sampling import Drop

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from rollout_kit import make_task, run
+from toolworld.core import InfraError
 from toolworld.env import CallOutcome, EnvError, Limits, NoiseConfig, ToolEnv, UserReply
 from toolworld.records.messages import AssistantTurn
 from toolworld.rollout.backends import GoldPolicy
 from toolworld.rollout.loop import run_episode
-from toolworld.rollout.policy import InfraError
 from toolworld.world import ToolCall
 
 
@@ -165,7 +165,7 @@ def test_failing_user_simulator_ends_as_infra_with_no_reward(world, tasks):
 
     env, obs = run(go())
     assert obs.done and env.termination == "infra_error" and env.score is not None and env.score.infra_error
-    assert env._result([]).reward is None and env._result([]).truncated
+    assert env.result().reward is None and env.result().truncated and env.result().info["infra_error"]
 
 
 def test_free_episode_tool_level_calls_are_isolated_per_env(world):
@@ -252,3 +252,37 @@ def test_user_that_stops_at_once_ends_the_episode_at_reset(world, tasks):
 
     env, obs = run(go())
     assert obs.done and env.termination == "user_stop" and obs.new_messages == []
+
+
+def test_tool_level_and_turn_level_do_not_mix_and_a_finished_episode_takes_no_calls(world, tasks):
+    """A write made through call_tool in a stepped episode would be scored without any message showing it."""
+
+    async def go():
+        email = tasks["cancel"].user.known["email"]
+        stepped = ToolEnv(world)
+        await stepped.reset(tasks["cancel"])
+        await stepped.step(AssistantTurn(content="", tool_calls=[ToolCall("find_user_by_email", {"email": email})],
+                                         finish_reason="tool_calls"))  # fmt: skip
+        with pytest.raises(EnvError) as exc:
+            await stepped.call_tool("find_user_by_email", {"email": email})
+        assert exc.value.kind == "mixed_levels" and len(stepped.steps) == 1
+        await stepped.close()
+
+        tooled = ToolEnv(world, limits=Limits(max_turns=1))
+        await tooled.reset(tasks["cancel"])
+        await tooled.call_tool("find_user_by_email", {"email": email}, call_id="x")
+        again = await tooled.call_tool("find_user_by_email", {"email": email}, call_id="x")
+        assert again.ok and [s.call_id for s in tooled.steps] == ["x", "call_1"]  # ids stay unique
+        assert [s.turn for s in tooled.steps] == [-1, -1]
+        with pytest.raises(EnvError) as exc:
+            await tooled.step("I found you.")
+        assert exc.value.kind == "mixed_levels"
+        tooled.end("user_stop")
+        with pytest.raises(EnvError) as exc:
+            await tooled.call_tool("cancel_pending_order", {"order_id": "#W0000000", "reason": "no longer needed"})
+        assert exc.value.kind == "episode_done" and len(tooled.steps) == 2
+        await tooled.close()
+        with pytest.raises(EnvError):
+            ToolEnv(world).trajectory()
+
+    run(go())

@@ -18,6 +18,7 @@ gymnasium = pytest.importorskip("gymnasium")
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 from rollout_kit import make_task, tool_call_ids_answered  # noqa: E402
+from toolworld.core import InfraError  # noqa: E402
 from toolworld.env import EnvError, Limits, LLMUser  # noqa: E402
 from toolworld.integrations.gym import (  # noqa: E402
     AssistantActionSpace,
@@ -27,7 +28,6 @@ from toolworld.integrations.gym import (  # noqa: E402
     register_envs,
 )
 from toolworld.rollout.backends import ScriptedPolicy, confirmation_request, gold_answer  # noqa: E402
-from toolworld.rollout.policy import InfraError  # noqa: E402
 from toolworld.tokens.dialects import tool_call_text  # noqa: E402
 from toolworld.world import ToolCall, list_worlds  # noqa: E402
 

@@ -15,10 +15,10 @@ import pytest
 
 from rollout_kit import make_task
 from toolworld import pipeline
+from toolworld.core import InfraError
 from toolworld.env.noise import NoiseConfig
 from toolworld.report import render_report
 from toolworld.rollout.backends import ScriptedPolicy
-from toolworld.rollout.policy import InfraError
 from toolworld.scoring import Summary, score_trajectory, summarize
 from toolworld.scoring.metrics import summary_fields
 from toolworld.store import RunStore
@@ -246,3 +246,27 @@ def test_an_older_or_damaged_summary_still_loads_and_renders():
     assert "50.0%" in html and "33.0%" in html
     with pytest.raises(TypeError):
         Summary.load([1, 2])  # type: ignore[arg-type]
+
+
+def test_resume_refuses_a_run_whose_trials_drew_from_older_random_streams():
+    """Runs stored before the draws version was recorded drew noise and perturbations from other streams:
+    resuming one must not mix two kinds of trial; a run whose trials draw nothing still resumes."""
+
+    def config(policy: str, fail: float = 0.0, draws: int | None = pipeline.DRAWS_VERSION) -> dict:
+        c = {"world": "retail", "policy_spec": policy, "user": "scripted", "trials": 1,
+             "noise": {"fail": fail, "latency_ms": 0.0, "truncate": 0.0, "seed": 0}}  # fmt: skip
+        if draws is not None:
+            c["draws"] = draws
+        return c
+
+    def diff(stored: dict, new: dict) -> list[str]:
+        return pipeline.config_differences(stored, new, lambda: [], [])
+
+    now = config("gold")
+    for drawing in (config("gold:drop=0.3", draws=None), config("gold", fail=0.1, draws=None),
+                    config("gibberish:seed=2", draws=None), config("smollm2", draws=None), config("gold:drop=0.2", draws=1)):
+        new = {**drawing, "draws": pipeline.DRAWS_VERSION}
+        assert [d for d in diff(drawing, new) if d.startswith("random draws")], drawing
+    for drawless in (config("gold", draws=None), config("noop", draws=None), config("openai:m@http://x", draws=None)):
+        assert diff(drawless, {**drawless, "draws": pipeline.DRAWS_VERSION}) == [], drawless
+    assert diff(config("gold:drop=0.3"), config("gold:drop=0.3")) == [] and now["draws"] == pipeline.DRAWS_VERSION

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from rollout_kit import make_task, retail, run, tool_call_ids_answered
+from toolworld.core import InfraError
 from toolworld.records.messages import AssistantTurn
 from toolworld.rollout import engines
 from toolworld.rollout.backends import (
@@ -28,7 +29,7 @@ from toolworld.rollout.backends import (
     spec_forms,
 )
 from toolworld.rollout.loop import Limits, run_episode
-from toolworld.rollout.policy import AgentSession, InfraError, Policy
+from toolworld.rollout.policy import AgentSession, Policy
 from toolworld.world import ToolCall
 
 

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from gguf_kit import SMOLLM2
 from rollout_kit import make_task
 from toolworld.cli import app
-from toolworld.rollout.policy import InfraError
+from toolworld.core import InfraError
 from toolworld.store import RunStore
 from toolworld.tasks.model import write_jsonl
 from toolworld.tokens import TokenBuffer

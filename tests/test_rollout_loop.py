@@ -13,14 +13,13 @@ import pytest
 
 import sdkworld
 from rollout_kit import make_task, run, tool_call_ids_answered
-from toolworld.core import derive_seed
+from toolworld.core import InfraError, derive_seed
 from toolworld.env.noise import NoiseConfig
 from toolworld.env.user import LLMUser, ScriptedUser
 from toolworld.records.messages import AssistantTurn
 from toolworld.records.trajectory import Trajectory
 from toolworld.rollout.backends import GoldPolicy, ScriptedPolicy
 from toolworld.rollout.loop import Limits, run_episode, run_many
-from toolworld.rollout.policy import InfraError
 from toolworld.world import ToolCall
 
 FAST = Limits(infra_backoff_s=0.0)

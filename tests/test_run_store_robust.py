@@ -30,9 +30,9 @@ import toolworld.cli.run as cli_run
 import toolworld.scoring as score_pkg
 from rollout_kit import make_task
 from toolworld.cli import app
+from toolworld.core import InfraError
 from toolworld.records.messages import AssistantTurn
 from toolworld.rollout.backends import ScriptedPolicy
-from toolworld.rollout.policy import InfraError
 from toolworld.store import RunStore, StoreError
 from toolworld.store.runstore import encode_json
 from toolworld.tasks.model import write_jsonl

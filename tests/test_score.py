@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from rollout_kit import make_task, run
+from toolworld.core import InfraError
 from toolworld.records.trajectory import Trajectory
 from toolworld.rollout.backends import GoldPolicy, ScriptedPolicy, confirmation_request, gold_answer
 from toolworld.rollout.loop import Limits, run_episode, run_many
-from toolworld.rollout.policy import InfraError
 from toolworld.scoring import (
     Score,
     align,

@@ -13,15 +13,7 @@ The verbs people use, next to the types::
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .core import ToolworldError
-from .env import Limits, NoiseConfig, Observation, StepResult, ToolEnv
-from .records import AssistantTurn, Message, Trajectory
-from .rollout.backends import make_policy, policy
-from .rollout.policy import AgentSession, InfraError, Policy
-from .scoring import Score, Summary
-from .scoring import score_trajectory as score
-from .tasks.model import Task, TaskSet
-from .tokens import TokenBuffer
+from .core import InfraError, ToolworldError
 from .world import (
     ChangeSet,
     Ctx,
@@ -42,24 +34,48 @@ from .world import (
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from .env import Limits, NoiseConfig, Observation, StepResult, ToolEnv
     from .pipeline import RunError, RunResult, export, rescore, run, run_async
+    from .records import AssistantTurn, Message, Trajectory
+    from .rollout.backends import make_policy, policy
+    from .rollout.policy import AgentSession, Policy
+    from .scoring import Score, Summary
+    from .scoring import score_trajectory as score
     from .tasks.generate import generate
+    from .tasks.model import Task, TaskSet
+    from .tokens import TokenBuffer
 
-#: Verbs whose modules pull in more (the tool graph, the run store, the report) load on first use, so that
-#: ``import toolworld`` and every command-line start stay fast.
-_LAZY = {"run": "pipeline", "run_async": "pipeline", "rescore": "pipeline", "export": "pipeline",
-         "RunError": "pipeline", "RunResult": "pipeline", "generate": "tasks.generate"}
+#: Everything past the world SDK loads on first use (name: (module, attribute)), so that ``import toolworld``,
+#: ``import toolworld.world`` and every command-line start pay only for what they use.
+_LAZY: dict[str, tuple[str, str]] = {
+    **{name: ("env", name) for name in ("Limits", "NoiseConfig", "Observation", "StepResult", "ToolEnv")},
+    **{name: ("pipeline", name) for name in ("RunError", "RunResult", "export", "rescore", "run", "run_async")},
+    **{name: ("records", name) for name in ("AssistantTurn", "Message", "Trajectory")},
+    **{name: ("rollout.backends", name) for name in ("make_policy", "policy")},
+    **{name: ("rollout.policy", name) for name in ("AgentSession", "Policy")},
+    **{name: ("scoring", name) for name in ("Score", "Summary")},
+    "score": ("scoring", "score_trajectory"),
+    "generate": ("tasks.generate", "generate"),
+    "Task": ("tasks.model", "Task"),
+    "TaskSet": ("tasks.model", "TaskSet"),
+    "TokenBuffer": ("tokens", "TokenBuffer"),
+}
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    where = _LAZY.get(name)
+    if where is None:
         raise AttributeError(f"module 'toolworld' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    value = getattr(importlib.import_module(f".{where[0]}", __name__), where[1])
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 if "gymnasium" in sys.modules:  # a Gymnasium user: `gymnasium.make("toolworld/<world>-v0")` works right away
     from .integrations import gym as _gym  # noqa: F401

@@ -276,8 +276,8 @@ def tasks_digest(tasks: Sequence[Task]) -> str:
 def make_policy(spec: str, *, role: Literal["policy", "user"] = "policy") -> Policy:
     """The policy of a ``--policy`` SPEC, or a :class:`RunError`: ``bad_{role}_spec`` (does not parse),
     ``{role}_unavailable`` (a server or file that is not there), ``missing_dependency``, ``{role}_error``."""
+    from .core.errors import InfraError
     from .rollout.backends import make_policy as build
-    from .rollout.policy import InfraError
 
     try:
         return build(spec)
@@ -350,6 +350,10 @@ def config_differences(stored: dict[str, Any], config: dict[str, Any], run_task_
                 out.append(f"{option} {old} -> {new}")
         elif old != new:
             out.append(f"{option} {old} -> {new}")
+    if _draws_matter(stored) and int(stored.get("draws", 1)) != int(config.get("draws", DRAWS_VERSION)):
+        out.append(f"random draws {stored.get('draws', 1)} -> {config.get('draws', DRAWS_VERSION)} (the run was started "
+                   "by a toolworld whose seeds draw other noise, gold perturbations, probe output or sampling seeds; "
+                   "finish it with that version)")  # fmt: skip
     if int(config.get("trials", 1)) < int(stored.get("trials", 1)):
         out.append(f"--trials {stored.get('trials')} -> {config.get('trials')} (a resumed run may add trials, not drop "
                    "them)")  # fmt: skip
@@ -367,6 +371,34 @@ def config_differences(stored: dict[str, Any], config: dict[str, Any], run_task_
     return out
 
 
+#: The version of the random streams behind a trial (injected noise, gold perturbations, the gibberish probe, token
+#: sampling seeds): bumped when the same seed starts giving other draws, so that a resumed run never mixes two.
+#: Runs stored before the version was recorded drew from version 1.
+DRAWS_VERSION = 2
+#: Policy and user kinds whose trials use none of those streams.
+_DRAWLESS_KINDS = frozenset({"noop", "openai", "scripted"})
+
+
+def _draws_matter(config: dict[str, Any]) -> bool:
+    """Whether a run's trials depend on the random streams (noise on, a perturbed gold, a probe, a sampling model)."""
+    noise = config.get("noise") if isinstance(config.get("noise"), dict) else {}
+    if any(_number(noise.get(key)) > 0 for key in ("fail", "latency_ms", "truncate")):
+        return True
+    for key in ("policy_spec", "user"):
+        spec = canonical_spec(str(config.get(key) or "scripted"))
+        kind = spec.split(",", 1)[0].split(":", 1)[0]
+        if not (kind in _DRAWLESS_KINDS or spec == "gold"):
+            return True
+    return False
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value or 0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
 def _run_config(world: str, agent: Policy, policy_spec: str, user_spec: str, trials: int, task_file: str | None,
                 tasks: list[Task], limits: Limits, noise: NoiseConfig | None) -> dict[str, Any]:  # fmt: skip
     """The configuration stored in run.db: what a resume must match, and what the report shows."""
@@ -376,6 +408,7 @@ def _run_config(world: str, agent: Policy, policy_spec: str, user_spec: str, tri
         "limits": {"max_turns": limits.max_turns, "max_tokens": limits.max_tokens, "time_limit_s": limits.max_wall_s},
         "noise": {"fail": noise.tool_failure_p if noise else 0.0, "latency_ms": noise.latency_ms if noise else 0.0,
                   "truncate": noise.truncate_p if noise else 0.0, "seed": noise.seed if noise else 0},
+        "draws": DRAWS_VERSION,
     }  # fmt: skip
 
 

@@ -35,3 +35,21 @@ def _rebuild(cls: type[ToolworldError], args: tuple[Any, ...], state: dict[str, 
     error.args = args
     error.__dict__.update(state)
     return error
+
+
+class InfraError(ToolworldError):
+    """A turn could not be produced for reasons that are not the agent's fault (a model server down, a timeout, a
+    crashed user simulator): retried, recorded, never scored as reward 0.
+
+    ``retryable`` tells the loop whether trying again can help (a 503 can; a missing model file cannot).
+    """
+
+    default_kind = "server_error"
+
+    def __init__(self, message: str, *, retryable: bool = True, kind: str = "server_error") -> None:
+        super().__init__(message, kind=kind)
+        self.retryable = retryable
+
+    def to_dict(self) -> dict[str, Any]:
+        """The shape stored in trajectories (``kind``, not ``type``: stored runs are read back with these keys)."""
+        return {"kind": self.kind, "message": str(self), "retryable": self.retryable}

@@ -31,17 +31,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..core.errors import ToolworldError
+from ..core.errors import InfraError, ToolworldError
 from ..core.retry import backoff_delay
 from ..core.seeds import derive_seed
 from ..records.messages import AssistantTurn, Message
 from ..records.trajectory import NoiseEvent, Step, Termination, Trajectory, TurnRecord, Usage
-from ..rollout.policy import InfraError
 from ..world.episode import Episode, ToolCall
 from .limits import Limits
 from .noise import NoiseConfig, NoiseInjector
 from .user import ScriptedUser, UserReply, UserSession, UserSimulator
-from .wrappers import CallHandler, InjectNoise, LimitObservation, RunCall
+from .wrappers import ERROR_TEXT_LIMIT, CallHandler, InjectNoise, LimitObservation, RunCall
 
 if TYPE_CHECKING:
     from ..scoring.model import Score
@@ -49,7 +48,6 @@ if TYPE_CHECKING:
     from ..world.world import World
 
 T = TypeVar("T")
-_ERROR_TEXT_LIMIT = 2_000
 #: Endings where the episode was cut rather than finished: Gymnasium's ``truncated``.
 TRUNCATIONS: frozenset[str] = frozenset({"max_turns", "max_tokens", "timeout", "infra_error"})
 
@@ -265,7 +263,7 @@ class ToolEnv:
         start = len(self.messages)
         await self.advance(action if isinstance(action, AssistantTurn) else as_assistant_turn(action, self.tools),
                            latency_s=latency_s, attempts=attempts)  # fmt: skip
-        return self._result(self.messages[start + 1:])
+        return self.result(self.messages[start + 1:])
 
     async def advance(self, turn: AssistantTurn, *, latency_s: float | None = None, attempts: int = 1) -> None:
         """``step`` for a driver that reads ``messages`` and ``done`` itself (the rollout loop): the same work,
@@ -274,6 +272,8 @@ class ToolEnv:
             raise EnvError("the episode is over; call reset() to start another", kind="episode_done")
         if self.episode is None:
             raise EnvError("no episode: call reset() first", kind="not_started")
+        if self.steps and not self.turns:
+            raise EnvError("this episode is driven by call_tool(); assistant turns cannot join it", kind="mixed_levels")
         self._record_turn(turn, latency_s, attempts)
         limits = self.limits
         if turn.finish_reason == "length":  # cut mid-turn: its tool calls may be partial, do not run them
@@ -301,15 +301,29 @@ class ToolEnv:
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | str, *,
                         call_id: str | None = None) -> ToolObservation:  # fmt: skip
-        """Run one tool call outside any assistant turn (an MCP client's call); recorded as a step."""
+        """Run one tool call outside any assistant turn (an MCP client's call); recorded as a step with turn -1.
+
+        The tool level and the turn level do not mix in one episode: a call here after ``step`` (or a ``step``
+        after a call here) is refused, since the trajectory would then score writes its messages never show,
+        and training data made from it would teach succeeding without calling tools. A finished episode takes
+        no more calls.
+        """
         if self.episode is None or self._closed:
             raise EnvError("no episode: call reset() first", kind="not_started")
-        cid = call_id or f"call_{len(self.steps)}"
-        step = await self._run_call(ToolCall(name, arguments, cid), append=False)
-        return ToolObservation(content=self._last_content, ok=step.ok, error=step.error, output=step.output,
+        if self.termination is not None:
+            raise EnvError("the episode is over; call reset() to start another", kind="episode_done")
+        if self.turns:
+            raise EnvError("this episode is driven by step(); tool-level calls cannot join it", kind="mixed_levels")
+        cid = call_id if call_id and call_id not in self.call_ids else f"call_{len(self.steps)}"
+        self.call_ids.add(cid)
+        step, content = await self._run_call(ToolCall(name, arguments, cid), append=False)
+        return ToolObservation(content=content, ok=step.ok, error=step.error, output=step.output,
                                mutates=step.mutates)  # fmt: skip
 
-    def _result(self, new: list[Message]) -> StepResult:
+    def result(self, new: list[Message] | None = None) -> StepResult:
+        """The ``StepResult`` for the episode as it stands, with ``new`` as its new messages (for a driver that
+        learns from ``reset`` that the episode already ended, or that used ``advance``)."""
+        new = [] if new is None else new
         term = self.termination
         if term is None:
             return StepResult(new)
@@ -371,7 +385,7 @@ class ToolEnv:
         return renamed
 
     # -- tools -----------------------------------------------------------------------------------------------
-    async def _run_call(self, call: ToolCall, *, append: bool = True) -> Step:
+    async def _run_call(self, call: ToolCall, *, append: bool = True) -> tuple[Step, str]:
         index = len(self.steps)
         turn = len(self.turns) - 1
         name = call.name if isinstance(call.name, str) else str(call.name)
@@ -406,10 +420,9 @@ class ToolEnv:
             duration_s=time.perf_counter() - started, noise=kinds, observation_truncated=out.clipped,
         )  # fmt: skip
         self.steps.append(step)
-        self._last_content = out.content
         if append:
             self.messages.append({"role": "tool", "tool_call_id": call.id, "content": out.content})
-        return step
+        return step, out.content
 
     # -- the user's side -------------------------------------------------------------------------------------
     async def _user_turn(self) -> UserReply | None:
@@ -454,11 +467,13 @@ class ToolEnv:
         """Record an infrastructure failure (the driver's model server, the user simulator, a tool's crash)."""
         entry = {**err.to_dict(), "source": source, "turn": len(self.turns) if turn is None else turn,
                  "attempt": attempt, "fatal": fatal}  # fmt: skip
-        entry["message"] = entry["message"][:_ERROR_TEXT_LIMIT]
+        entry["message"] = entry["message"][:ERROR_TEXT_LIMIT]
         self.infra_errors.append(entry)
 
     def trajectory(self, *, policy: str = "external", token_buffer: dict[str, Any] | None = None) -> Trajectory:
         """The episode as a ``Trajectory`` (so far, if it is still running: termination then reads ``timeout``)."""
+        if not hasattr(self, "steps"):
+            raise EnvError("no episode: call reset() first", kind="not_started")
         task = self.task
         return Trajectory(
             task_id=task.id if task is not None else f"{self.world.name}:free", world=self.world.name,

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ..records.messages import Message
-from ..rollout.policy import Policy
 
 if TYPE_CHECKING:
+    from ..rollout.policy import Policy
     from ..tasks.model import Task
 
 UserStop = Literal["answered", "user_stop"]

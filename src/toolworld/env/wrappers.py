@@ -26,7 +26,7 @@ from ..tokens.dialects import malformed_result
 from ..world.episode import Episode, ToolCall
 from .noise import UNAVAILABLE_TYPE, NoiseInjector, unavailable_observation
 
-_ERROR_TEXT_LIMIT = 2_000  # error messages kept in step and error records (the observation keeps more)
+ERROR_TEXT_LIMIT = 2_000  # error messages kept in step and error records (the observation keeps more)
 
 
 @dataclass(slots=True)
@@ -119,6 +119,6 @@ class LimitObservation:
 def clip_error(error: dict[str, Any]) -> dict[str, Any]:
     """A tool error as plain JSON data (its details hold tuples), with a bounded message."""
     message = error.get("message")
-    if isinstance(message, str) and len(message) > _ERROR_TEXT_LIMIT:
-        error = {**error, "message": message[:_ERROR_TEXT_LIMIT] + "..."}
+    if isinstance(message, str) and len(message) > ERROR_TEXT_LIMIT:
+        error = {**error, "message": message[:ERROR_TEXT_LIMIT] + "..."}
     return json.loads(json.dumps(error, ensure_ascii=False, default=str))

@@ -48,7 +48,6 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("toolworld.integrations.gym needs Gymnasium: pip install 'toolworld[gym]'") from exc
 
 from ..env import Limits, NoiseConfig, StepResult, ToolEnv, UserSimulator
-from ..env.env import TRUNCATIONS
 from ..records.messages import AssistantTurn, Message
 from ..records.trajectory import Trajectory
 from ..tasks.model import Task, TaskSet
@@ -245,7 +244,7 @@ class ToolWorldEnv(gymnasium.Env[str, "str | Message | AssistantTurn"]):
         # its own measure (an AssistantTurn from a backend) keeps that.
         latency = None if isinstance(action, AssistantTurn) else time.perf_counter() - self._observed_at
         # An episode that ended inside reset (the world or the user simulator failed to start) ends here.
-        result = _ended(env) if env.done else self._run(env.step(action, latency_s=latency))
+        result = env.result() if env.done else self._run(env.step(action, latency_s=latency))
         return self._transition(result)
 
     def render(self) -> str | None:
@@ -349,20 +348,6 @@ class ToolWorldEnv(gymnasium.Env[str, "str | Message | AssistantTurn"]):
         if self._helper is None:
             self._helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolworld-gym")
         return self._helper.submit(loop.run_until_complete, coro).result()
-
-
-def _ended(env: ToolEnv) -> StepResult:
-    """The final ``StepResult`` of an episode that ended before any step (``reset`` could not open it)."""
-    term = env.termination
-    truncated = term in TRUNCATIONS
-    score = env.score
-    info: dict[str, Any] = {"termination": term}
-    if score is not None:
-        info["components"] = {c.name: c.passed for c in score.components}
-        info["success"] = score.success
-    reward = score.reward if score is not None and not score.infra_error else None
-    return StepResult([], terminated=not truncated, truncated=truncated, termination=term, score=score,
-                      reward=reward, info=info)  # fmt: skip
 
 
 def _task_from_dict(data: Mapping[str, Any]) -> Task:

@@ -32,7 +32,8 @@ class Step(BaseModel):
     """One tool call the agent made and what came back."""
 
     index: int = Field(description="Position among the episode's tool calls (0-based).")
-    turn: int = Field(description="The assistant turn that made the call (0-based).")
+    turn: int = Field(description="The assistant turn that made the call (0-based; -1 for a call made at the tool "
+                      "level, e.g. by an MCP client, outside any assistant turn).")
     call_id: str
     name: str
     arguments: dict[str, Any] | str = Field(description="As the model sent them; a raw string when not a JSON object.")

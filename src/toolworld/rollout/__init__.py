@@ -1,6 +1,8 @@
-"""Rollouts: policies, token-exact buffers, tool-call parsing and the async episode loop."""
+"""Rollouts: the Policy protocol, the policy registry and its backends, token engines, and the drivers
+(``run_episode``, ``run_many``) over ``ToolEnv``."""
 
+from ..core.errors import InfraError
 from ..records.messages import AssistantTurn, Message
-from .policy import AgentSession, InfraError, Policy
+from .policy import AgentSession, Policy
 
 __all__ = ["AgentSession", "AssistantTurn", "InfraError", "Message", "Policy"]

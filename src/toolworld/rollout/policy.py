@@ -17,29 +17,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..core.errors import ToolworldError
 from ..records.messages import AssistantTurn, Message
 
 if TYPE_CHECKING:
     from ..tasks.model import Task
 
-
-
-class InfraError(ToolworldError):
-    """The policy could not produce a turn for reasons that are not the agent's fault (server down, timeout).
-
-    ``retryable`` tells the loop whether trying again can help (a 503 can; a missing model file cannot).
-    """
-
-    default_kind = "server_error"
-
-    def __init__(self, message: str, *, retryable: bool = True, kind: str = "server_error") -> None:
-        super().__init__(message, kind=kind)
-        self.retryable = retryable
-
-    def to_dict(self) -> dict[str, Any]:
-        """The shape stored in trajectories (``kind``, not ``type``: stored runs are read back with these keys)."""
-        return {"kind": self.kind, "message": str(self), "retryable": self.retryable}
 
 
 @runtime_checkable

@@ -25,12 +25,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from ..core.errors import InfraError
 from ..core.jsonutil import canonical_json
 from ..core.seeds import derive_seed
 from ..records.messages import AssistantTurn, FinishReason, Message
 from ..tokens import ChatTemplate, TemplateError, TitoConversation, TokenBuffer, load_tokenizer
 from ..tokens.dialects import FORMATS, parse_tool_calls
-from .policy import InfraError
 
 if TYPE_CHECKING:
     from ..tasks.model import Task

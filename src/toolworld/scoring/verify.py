@@ -10,8 +10,8 @@ kind       component   weight  passes when
 =========  ==========  ======  ==================================================================================
 action     state       0.50    the change-set equals gold's (nothing missing, no wrong value, no collateral change)
 action     outputs     0.20    every expected output appears in the agent's replies
-action     identified  0.15    the customer was identified before their data was touched (``score.conduct``)
-action     confirmed   0.15    every write was described and got the user's yes first (``score.conduct``)
+action     identified  0.15    the customer was identified before their data was touched (``scoring.conduct``)
+action     confirmed   0.15    every write was described and got the user's yes first (``scoring.conduct``)
 refusal    refusal     0.75    no change of state at all, and one reply says it cannot be done and cites the reason
 refusal    identified  0.25    as for action tasks
 info       outputs     0.60    every expected output appears in the agent's replies
@@ -27,7 +27,7 @@ calls a tool and says nothing useful fails every component except, on an info ta
 reward is 0 on action and refusal tasks and 0.15 on info tasks (0.2 where no identification applies). There is
 no free "state" credit for leaving a refusal task untouched: the refusal component wants the refusal said and
 explained too, and ``confirmed`` is not passed by making no write. A reply is a refusal only when it both
-refuses and cites the rule or a fact of its reason (``score.outputs.states_refusal``), in one message.
+refuses and cites the rule or a fact of its reason (``scoring.outputs.states_refusal``), in one message.
 
 A trajectory that ended on an infra error says nothing about the agent: it gets ``infra_error=True``, reward
 0 and no components, and metrics leave it out.
@@ -164,7 +164,7 @@ def score_trajectory(task: Task, trajectory: Trajectory, *, world: World | None 
     to match inserted rows whatever surrogate ids they got, tool schemas, so that an argument left at its
     default matches gold's explicit value, and the conduct declarations (identification tools, customer kinds,
     writes that need consent). Without it, scoring still works on the change-sets alone, with the conduct
-    defaults of ``score.conduct``. ``extra`` names opt-in components to judge besides the built-in ones (see the
+    defaults of ``scoring.conduct``. ``extra`` names opt-in components to judge besides the built-in ones (see the
     module doc). Raises ``ValueError`` when the trajectory is of another task or names an unknown component.
     """
     if trajectory.task_id != task.id:

@@ -339,7 +339,9 @@ def _evaluator_specs(with_task: bool) -> dict[str, mt.Tool]:
             name="toolworld_score", annotations=read_only,
             description="Evaluator: score this session so far against the loaded task (state change-set, stated "
             "outputs, refusal, conduct) and return the score as JSON. The server sees only tool calls: pass what "
-            "the agent told the user as `replies` so outputs and refusals can be judged.",
+            "the agent told the user as `replies` so outputs and refusals can be judged. The `confirmed` component "
+            "(each write described and agreed to by the user first) needs the conversation, so it fails here and "
+            "`success` stays false on tasks with writes: read the other components.",
             input_schema={"type": "object", "additionalProperties": False, "properties": {"replies": {
                 "type": "array", "items": {"type": "string"},
                 "description": "The agent's messages to the user, in order (default: none)."}}},

@@ -8,10 +8,10 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from ...core.errors import InfraError
 from ...core.retry import backoff_delay
 from ...records.messages import AssistantTurn, Message
 from ...world.episode import ToolCall
-from ..policy import InfraError
 from . import policy
 
 if TYPE_CHECKING:

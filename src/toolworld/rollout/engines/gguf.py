@@ -37,9 +37,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ...core.errors import ToolworldError
+from ...core.errors import InfraError, ToolworldError
 from ...tokens.tokenizers import load_gguf_tokenizer, load_tokenizer
-from ..policy import InfraError
 from ..token_policy import Generation
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...core.errors import InfraError
 from ...tokens.tokenizers import load_tokenizer
-from ..policy import InfraError
 from ..token_policy import Generation
 
 if TYPE_CHECKING:

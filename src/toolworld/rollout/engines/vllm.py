@@ -26,9 +26,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...core.errors import InfraError
 from ...core.retry import backoff_delay
 from ...tokens.tokenizers import load_tokenizer
-from ..policy import InfraError
 from ..token_policy import Generation
 
 if TYPE_CHECKING:
