@@ -63,13 +63,14 @@ class RunCall:
     async def __call__(self, call: ToolCall, index: int) -> CallOutcome:
         result = (self.episode.call(call.name, call.arguments, call_id=call.id) if call.problem is None
                   else malformed_result(call))  # fmt: skip
+        content = result.content  # serialised on each access: read it once
         if result.error is not None:
-            return CallOutcome(content=result.content, ok=False, mutates=result.mutates,
+            return CallOutcome(content=content, ok=False, mutates=result.mutates,
                                error=clip_error(result.error.to_dict()), internal=result.error.is_infra)  # fmt: skip
         # The parsed observation, not the tool's object: JSON-plain (tuples become lists), so the step equals
         # itself after a to_json/from_json round trip, and later mutation cannot reach it.
-        output = result.output if isinstance(result.output, str) else json.loads(result.content)
-        return CallOutcome(content=result.content, ok=True, mutates=result.mutates, output=output)
+        output = result.output if isinstance(result.output, str) else json.loads(content)
+        return CallOutcome(content=content, ok=True, mutates=result.mutates, output=output)
 
 
 class InjectNoise:
