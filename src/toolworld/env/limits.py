@@ -14,7 +14,8 @@ class Limits:
         max_tokens: conversation length in tokens (prompt + completion of the latest turn, as the backend
             reports it) at which the episode ends as ``max_tokens``; None for no limit. A turn cut by the
             backend's own length limit (``finish_reason == "length"``) also ends it so.
-        max_wall_s: wall-clock seconds for the whole episode (``timeout``); None for no limit.
+        max_wall_s: wall-clock seconds for the whole episode (``timeout``); None for no limit. For a driver outside
+            the loop (a trainer, the Gymnasium env) its own time between steps counts too.
         max_consecutive_errors: agent tool errors in a row that end the episode (``error_cap``).
         infra_retries: retries of a failed policy or user-simulator turn before ``infra_error``.
         infra_backoff_s: first retry delay; doubles each retry.
