@@ -345,3 +345,31 @@ def test_importing_toolworld_does_not_import_the_sdk():
     code = "import sys, toolworld, toolworld.cli, toolworld.serve; print('mcp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_injected_noise_reaches_mcp_clients_as_tool_errors(monkeypatch):
+    """--noise-fail makes calls fail transiently, as in a rollout: the client sees an error it can retry, and the
+    world is untouched (the call never reached it)."""
+    from toolworld.env import NoiseConfig
+    from toolworld.serve import mcp as server_mod
+
+    order = _pending_order()
+
+    async def flaky() -> None:
+        async with Client(build_server("retail", evaluator_tools=True, noise=NoiseConfig(tool_failure_p=1.0))) as c:
+            result = await c.call_tool("cancel_pending_order", {"order_id": order, "reason": "no longer needed"})
+            assert result.is_error and "temporarily_unavailable" in _text(result)
+            assert json.loads(_text(await c.call_tool("toolworld_changes", {}))) == {}
+
+    asyncio.run(flaky())
+
+    seen: dict[str, Any] = {}
+
+    async def fake_stdio(world: Any, **kwargs: Any) -> None:
+        seen.update(kwargs)
+
+    monkeypatch.setattr(server_mod, "serve_stdio", fake_stdio)
+    res = CliRunner().invoke(app, ["serve", "retail", "--noise-fail", "0.25", "--noise-seed", "7"],
+                             catch_exceptions=False)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert seen["noise"] == NoiseConfig(tool_failure_p=0.25, seed=7)

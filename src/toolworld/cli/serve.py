@@ -40,15 +40,29 @@ def serve(
                                               "TOKEN'.")] = None,
     evaluator_tools: Annotated[bool, typer.Option("--evaluator-tools", help="Add toolworld_changes, "
                                                   "toolworld_state_hash and (with --task) toolworld_score.")] = False,
+    noise_fail: Annotated[float, typer.Option("--noise-fail", min=0.0, max=1.0,
+                                              help="Chance a tool call fails transiently (as in `toolworld run`).")] = 0.0,
+    noise_latency_ms: Annotated[float, typer.Option("--noise-latency-ms", min=0.0,
+                                                    help="Mean latency added to each tool call.")] = 0.0,
+    noise_truncate: Annotated[float, typer.Option("--noise-truncate", min=0.0, max=1.0,
+                                                  help="Chance a tool result is truncated.")] = 0.0,
+    noise_seed: Annotated[int, typer.Option("--noise-seed", help="Seed of the injected noise.")] = 0,
 ) -> None:
     """Serve a world's tools over MCP (stdio by default), one fresh episode per client session.
 
     The world's policy is the server's instructions; a failing tool call is an MCP tool error with the message a
-    model would see. Example for an MCP client's configuration: command `toolworld`, args `serve retail`.
+    model would see. The --noise-* options inject the same seeded faults as `toolworld run` (each session's draws
+    follow its calls in order). Example for an MCP client's configuration: command `toolworld`, args `serve retail`.
     """
     from ..core.errors import ToolworldError
+    from ..env.noise import NoiseConfig
 
     w = world_or_fail(world)
+    try:
+        noise = NoiseConfig(tool_failure_p=noise_fail, latency_ms=noise_latency_ms, truncate_p=noise_truncate,
+                            seed=noise_seed)  # fmt: skip
+    except ValueError as exc:
+        fail("invalid_option", str(exc))
     chosen = _task_or_fail(task, task_id, w.name) if task is not None or task_id is not None else None
     if chosen is not None and seed is not None and seed != chosen.seed:
         fail("conflicting_options", f"--seed {seed} conflicts with task {chosen.id}, whose episode starts at seed "
@@ -65,7 +79,8 @@ def serve(
         if http is None:
             err_console.print(f"toolworld: serving {w.name} ({where}) over MCP on stdio", highlight=False,
                               soft_wrap=True)  # fmt: skip
-            server.run(server.serve_stdio(w, seed=seed or 0, task=chosen, evaluator_tools=evaluator_tools))
+            server.run(server.serve_stdio(w, seed=seed or 0, task=chosen, evaluator_tools=evaluator_tools,
+                                          noise=noise))  # fmt: skip
             return
         if not token and host not in server.LOOPBACK:
             err_console.print(f"[yellow]toolworld: {host} is reachable from other machines and no --token is set: "
@@ -77,7 +92,7 @@ def serve(
                               soft_wrap=True)  # fmt: skip
 
         server.run(server.serve_http(w, seed=seed or 0, task=chosen, evaluator_tools=evaluator_tools, host=host,
-                                     port=http, token=token or None, announce=announce))  # fmt: skip
+                                     port=http, token=token or None, noise=noise, announce=announce))  # fmt: skip
     except ToolworldError as exc:
         fail(exc.kind, str(exc))
 
