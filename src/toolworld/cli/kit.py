@@ -7,7 +7,7 @@ scripts can branch on ``error.type`` whichever command failed.
 from __future__ import annotations
 
 import json
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -37,3 +37,11 @@ def world_or_fail(name: str) -> World:
         return get_world(name)
     except WorldError as exc:
         fail("unknown_world", str(exc))
+
+
+#: The injected-noise options, shared by every command that runs episodes (``run``, ``serve``).
+NoiseFail = Annotated[float, typer.Option("--noise-fail", min=0.0, max=1.0, help="Chance a tool call fails transiently.")]
+NoiseLatencyMs = Annotated[float, typer.Option("--noise-latency-ms", min=0.0, help="Mean latency added to each tool call.")]
+NoiseTruncate = Annotated[float, typer.Option("--noise-truncate", min=0.0, max=1.0,
+                                              help="Chance a tool result is truncated.")]
+NoiseSeed = Annotated[int, typer.Option("--noise-seed", help="Seed of the injected noise.")]

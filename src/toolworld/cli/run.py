@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import typer
 
-from .kit import err_console, fail, fail_with, world_or_fail
+from .kit import NoiseFail, NoiseLatencyMs, NoiseSeed, NoiseTruncate, err_console, fail, fail_with, world_or_fail
 from .store import print_damage, print_run_summary
 
 if TYPE_CHECKING:
@@ -74,13 +74,10 @@ def run(
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1,
                                                    help="Conversation length in tokens that ends an episode.")] = None,
     time_limit: Annotated[float, typer.Option("--time-limit", min=0.001, help="Wall seconds per episode.")] = 600.0,
-    noise_fail: Annotated[float, typer.Option("--noise-fail", min=0.0, max=1.0,
-                                              help="Chance a tool call fails transiently.")] = 0.0,
-    noise_latency_ms: Annotated[float, typer.Option("--noise-latency-ms", min=0.0,
-                                                    help="Mean latency added to each tool call.")] = 0.0,
-    noise_truncate: Annotated[float, typer.Option("--noise-truncate", min=0.0, max=1.0,
-                                                  help="Chance a tool result is truncated.")] = 0.0,
-    noise_seed: Annotated[int, typer.Option("--noise-seed", help="Seed of the injected noise.")] = 0,
+    noise_fail: NoiseFail = 0.0,
+    noise_latency_ms: NoiseLatencyMs = 0.0,
+    noise_truncate: NoiseTruncate = 0.0,
+    noise_seed: NoiseSeed = 0,
     user: Annotated[str, typer.Option("--user", help="User simulator: scripted, or a policy SPEC to play the user "
                                       "with a model (e.g. openai:gpt-4o-mini).")] = "scripted",
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Run only the first N tasks.")] = None,

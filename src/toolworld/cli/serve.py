@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .kit import err_console, fail, world_or_fail
+from .kit import NoiseFail, NoiseLatencyMs, NoiseSeed, NoiseTruncate, err_console, fail, world_or_fail
 
 if TYPE_CHECKING:
     from ..tasks.model import Task
@@ -40,13 +40,10 @@ def serve(
                                               "TOKEN'.")] = None,
     evaluator_tools: Annotated[bool, typer.Option("--evaluator-tools", help="Add toolworld_changes, "
                                                   "toolworld_state_hash and (with --task) toolworld_score.")] = False,
-    noise_fail: Annotated[float, typer.Option("--noise-fail", min=0.0, max=1.0,
-                                              help="Chance a tool call fails transiently (as in `toolworld run`).")] = 0.0,
-    noise_latency_ms: Annotated[float, typer.Option("--noise-latency-ms", min=0.0,
-                                                    help="Mean latency added to each tool call.")] = 0.0,
-    noise_truncate: Annotated[float, typer.Option("--noise-truncate", min=0.0, max=1.0,
-                                                  help="Chance a tool result is truncated.")] = 0.0,
-    noise_seed: Annotated[int, typer.Option("--noise-seed", help="Seed of the injected noise.")] = 0,
+    noise_fail: NoiseFail = 0.0,
+    noise_latency_ms: NoiseLatencyMs = 0.0,
+    noise_truncate: NoiseTruncate = 0.0,
+    noise_seed: NoiseSeed = 0,
 ) -> None:
     """Serve a world's tools over MCP (stdio by default), one fresh episode per client session.
 
