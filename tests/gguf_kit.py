@@ -74,3 +74,17 @@ def write_tiny_smollm2_gguf(path: Path, *, width: int = 32, ffn: int = 64, conte
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def write_sentencepiece_gguf(path: Path) -> Path:
+    """A GGUF whose vocabulary is SentencePiece ('llama'), which cannot be rebuilt as a byte-level BPE tokenizer."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(["<unk>", "a"])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from gguf_kit import SMOLLM2
+from gguf_kit import SMOLLM2, write_sentencepiece_gguf
 from rollout_kit import make_task
 from toolworld.cli import app
 from toolworld.core import InfraError
@@ -80,16 +80,10 @@ def test_gguf_tokenizer_is_cached_and_a_broken_cache_is_rebuilt(tiny_gguf):
 
 
 def test_non_bpe_gguf_is_refused_with_a_way_out(tmp_path):
-    gguf = pytest.importorskip("gguf")
+    pytest.importorskip("gguf")
     from toolworld.tokens.tokenizers import build_gguf_tokenizer
 
-    writer = gguf.GGUFWriter(str(tmp_path / "spm.gguf"), "llama")
-    writer.add_tokenizer_model("llama")
-    writer.add_token_list(["<unk>", "a"])
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    write_sentencepiece_gguf(tmp_path / "spm.gguf")
     with pytest.raises(ValueError, match="tokenizer=PATH"):
         build_gguf_tokenizer(tmp_path / "spm.gguf")
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gguf_kit import SMOLLM2
+from gguf_kit import SMOLLM2, write_sentencepiece_gguf
 from rollout_kit import make_task
 from toolworld import pipeline
 from toolworld.rollout.backends import POLICIES, PolicySpec, make_policy, policy, tokenizer_source
@@ -111,15 +111,9 @@ def test_a_file_named_gguf_that_is_not_one_is_refused(tmp_path):
 
 
 def test_a_gguf_whose_vocabulary_cannot_be_rebuilt_asks_for_the_tokenizer_folder(tmp_path):
-    gguf = pytest.importorskip("gguf")
+    pytest.importorskip("gguf")
     pytest.importorskip("transformers")
-    writer = gguf.GGUFWriter(str(tmp_path / "spm.gguf"), "llama")
-    writer.add_tokenizer_model("llama")
-    writer.add_token_list(["<unk>", "a"])
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    write_sentencepiece_gguf(tmp_path / "spm.gguf")
     with pytest.raises(TemplateError, match=r"'llama' cannot be rebuilt.*tokenizer=PATH") as info:
         load_tokenizer(tmp_path / "spm.gguf")
     assert info.value.kind == "unsupported_tokenizer"
