@@ -27,7 +27,7 @@ from .sampling import DEFAULT_MIX, SAMPLERS, Draft, Drop, Synthesizer
 #: Recorded in every task's provenance. Raised when generated tasks change for the same (world, seed, index):
 #: a tool's result (and so the gold output digests) or how expected outputs are derived. Version 2: retail write
 #: tools report the money each call moved ("this_call"), and refund/charge amounts are read from it.
-GENERATOR_VERSION = "toolworld-tasks/2"
+GENERATOR_VERSION = "toolworld-tasks/3"
 
 
 def output_digest(output: Any) -> str:

@@ -29,11 +29,22 @@ class _Strict(BaseModel):
 
 
 class UserProfile(_Strict):
-    """Who asks, and the only facts they can give the agent."""
+    """Who asks, what they can tell the agent, what they cannot, and how they behave.
+
+    A user simulator gives a ``known`` fact only when the agent asks for it, answers a question about an
+    ``unknown`` one with the line stored for it ("I don't have the order number at hand"), and follows
+    ``behaviour`` and ``revision``; the agent must find everything else with tools.
+    """
 
     name: str = Field(description="How the user is addressed, e.g. 'Mia Lopez'.")
     persona: str = Field(description="One line on tone and situation, used by user simulators.")
     known: dict[str, Any] = Field(description="Facts the user knows (email, name, zip, an order number...).")
+    unknown: dict[str, str] = Field(default_factory=dict, description="Fact key the user does not know -> what "
+                                    "they say when asked for it, e.g. {'order_id': \"I don't have the order number.\"}.")
+    behaviour: list[str] = Field(default_factory=list, description="How the user talks: 'piecemeal' (one fact "
+                                 "per answer, identity only when asked).")
+    revision: Revision | None = Field(default=None, description="A change of mind, said when the agent first "
+                                      "asks to confirm a write.")
 
 
 class Action(_Strict):
@@ -49,15 +60,61 @@ class ExpectedOutput(_Strict):
 
     label: str = Field(description="What the value is, e.g. 'refund_total'.")
     value: str = Field(description="The value as the user should hear it; numbers are compared normalized.")
+    step: int | None = Field(default=None, description="Index of the gold action whose result gives the value "
+                             "(``tasks verify`` recomputes it from the replay).")
+
+
+class Revision(_Strict):
+    """A change of mind: the request first asks for ``initial``; when the agent asks the user to confirm it,
+    the user says ``message`` and wants the gold actions instead (the gold end state is the final wish)."""
+
+    message: str
+    initial: list[Action] = Field(description="The write(s) the instruction first asked for, now superseded.")
+
+
+class Need(_Strict):
+    """A value the user describes by what they need ("one size up") instead of naming it; resolved on the
+    seed state by the world's kit to exactly one value."""
+
+    slot: str = Field(description="The request slot it fills, e.g. 'new_items', 'payment', 'order'.")
+    phrase: str = Field(description="How the user says it, e.g. 'the same jacket one size up'.")
+    value: Any = Field(description="What it resolves to (an item id, a payment method id...).")
+
+
+class Contingency(_Strict):
+    """A request whose branch depends on state the agent must look up ("if it hasn't shipped, cancel it,
+    otherwise return it"); gold takes ``taken``."""
+
+    condition: str = Field(description="The condition in words, e.g. 'the order has not shipped'.")
+    holds: bool = Field(description="Whether the condition holds on the seed state.")
+    taken: str = Field(description="The tool of the branch gold takes.")
+    other: str = Field(description="The tool of the branch not taken.")
+
+
+DEMANDS = ("unknown_fact", "need", "contingency", "change_of_mind", "piecemeal")
+"""Reasoning a task asks for beyond calling the obvious tool with the values in the request."""
+
+
+class Scenario(_Strict):
+    """What makes a request more than a command: the reasoning it demands and how it was phrased."""
+
+    demands: list[str] = Field(default_factory=list, description=f"Any of {', '.join(DEMANDS)}.")
+    needs: list[Need] = Field(default_factory=list)
+    contingency: Contingency | None = None
+    facts: list[str] = Field(default_factory=list, description="Strings the instruction must contain for the "
+                             "task to be solvable (a rephrasing that drops one is rejected).")
+    templates: list[str] = Field(default_factory=list, description="Ids of the templates the instruction used.")
 
 
 class Difficulty(_Strict):
-    """Why a task is hard: how long and how write-heavy its gold path is."""
+    """Why a task is hard: how long and how write-heavy its (pruned) gold path is, and what it asks to reason
+    about (``demands``: the number of the scenario's reasoning demands)."""
 
     path_length: int
     writes: int
     tools: list[str]
     distractors: int = 0
+    demands: int = 0
     level: Literal["easy", "medium", "hard"]
 
 
@@ -78,8 +135,23 @@ class Refusal(_Strict):
     forbidden: Action
 
 
+class EndState(_Strict):
+    """Another end state the policy accepts for the same request (e.g. an exchange asked for on an order that
+    has not shipped: swap the items, or refuse and say why); scorers pass a trial that reaches any of them."""
+
+    label: str = Field(description="What the agent did to reach it, e.g. 'modify the pending order instead'.")
+    kind: TaskKind
+    gold_actions: list[Action]
+    expected_changes: dict[str, Any]
+    expected_outputs: list[ExpectedOutput] = Field(default_factory=list)
+    refusal: Refusal | None = None
+
+
+UserProfile.model_rebuild()
+
+
 class Task(_Strict):
-    """A user request in a world whose correct end state is known."""
+    """A user request in a world whose correct end state is known (or end states: ``alternatives``)."""
 
     id: str
     world: str
@@ -92,6 +164,8 @@ class Task(_Strict):
     expected_outputs: list[ExpectedOutput] = Field(default_factory=list)
     refusal: Refusal | None = None
     ignore_columns: list[str] = Field(default_factory=list, description="'table.column' free text scorers skip.")
+    alternatives: list[EndState] = Field(default_factory=list, description="Other acceptable end states.")
+    scenario: Scenario = Field(default_factory=Scenario)
     difficulty: Difficulty
     provenance: Provenance
 
@@ -190,7 +264,7 @@ def write_jsonl(path: str | Path, tasks: Iterable[Task | str]) -> int:
 
 
 PARQUET_JSON_COLUMNS = ("user", "gold_actions", "expected_changes", "expected_outputs", "refusal", "ignore_columns",
-                        "difficulty", "provenance")  # fmt: skip
+                        "alternatives", "scenario", "difficulty", "provenance")  # fmt: skip
 
 
 def export_parquet(tasks: Iterable[Task], path: str | Path) -> int:

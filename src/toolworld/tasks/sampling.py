@@ -62,6 +62,22 @@ class Target:
     output: Any = None
     rule: str | None = None  # refusal: the policy rule the call breaks
     reason: str | None = None  # refusal: the tool's explanation
+    # Slot texts that replace the kit's plain ones when phrasing (a need: {"new_items": "the same one a size
+    # up"}; an order the user cannot number: {"order": "my order with the Desk Lamp"}).
+    slots: dict[str, str] = field(default_factory=dict)
+    # The arguments the request speaks of when they are not the gold's (a change of mind: the first wish).
+    said: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class Speech:
+    """How a draft is phrased beyond one intent sentence per target (set by the world's scenarios)."""
+
+    identity: bool = True  # False: the request says nothing of who asks (a piecemeal user, asked for it)
+    contingency: str | None = None  # a contingency template kind: the targets become one conditional request
+    contingency_slots: dict[str, str] = field(default_factory=dict)
+    revision: str | None = None  # the tool whose change of mind the user voices when asked to confirm
+    revision_slots: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -76,6 +92,7 @@ class Draft:
     steps: list[Step]
     targets: list[Target]
     distractors: int = 0
+    speech: Speech = field(default_factory=Speech)
 
 
 class Drop(ToolworldError):
