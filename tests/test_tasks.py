@@ -53,7 +53,7 @@ def test_coverage_refusals_and_kinds(retail_tasks: list[Task]) -> None:
     assert writes <= set(stats["targets"]), f"never a target: {writes - set(stats['targets'])}"
     assert stats["refusal_share"] >= 0.05
     assert set(stats["kinds"]) == {"action", "refusal", "info"}
-    assert set(stats["samplers"]) == {"target", "greedy", "walk", "compose", "refusal", "info"}
+    assert set(stats["samplers"]) == {"target", "greedy", "walk", "compose", "refusal", "info", "contingency"}
     assert max(stats["writes"]) >= 2, "compositions chain several writes"
 
 
@@ -86,9 +86,13 @@ def test_instructions_hold_no_internal_ids(retail_tasks: list[Task]) -> None:
         # Order numbers in the request are the user's own (printed on receipts) and recorded as known.
         for number in re.findall(r"#W\d{7}", t.instruction):
             assert number in t.user.known["order_ids"], (t.id, number)
-        # The facts the first call used are in the request.
-        for value in t.gold_actions[0].arguments.values():
-            assert str(value) in t.instruction
+        # The facts the first call used are in the request, unless the user gives them only when asked.
+        if "piecemeal" not in t.user.behaviour:
+            for value in t.gold_actions[0].arguments.values():
+                assert str(value) in t.instruction
+        else:
+            for value in t.gold_actions[0].arguments.values():
+                assert not re.search(rf"\b{re.escape(str(value))}\b", t.instruction, re.I)
 
 
 def test_expected_outputs_match_the_recorded_money(retail_tasks: list[Task]) -> None:

@@ -1,9 +1,11 @@
 """User simulators: who plays the customer while the agent works.
 
 ``ScriptedUser`` is deterministic and free: it opens with the task's instruction, answers the agent's
-questions from the facts the user knows (``task.user.known``) by keyword, says yes to confirmations, and ends
-the conversation once the agent answers without asking anything. It makes rollouts reproducible and cheap,
-which is what RL needs most of the time.
+questions from the facts the user knows (``task.user.known``) by keyword, says the stored line for a fact it
+does not know (``task.user.unknown``), says yes to confirmations, and ends the conversation once the agent
+answers without asking anything. A "piecemeal" user gives one fact per reply, and a user with a ``revision``
+changes their mind at the first confirmation request. It makes rollouts reproducible and cheap, which is what
+RL needs most of the time.
 
 ``LLMUser`` plays the customer through any ``Policy`` (an OpenAI-compatible server, a local model) from a
 persona prompt built out of the task, and ends when it writes the stop marker: slower and noisier, but it
@@ -128,11 +130,41 @@ def is_question(text: str) -> bool:
     return "?" in text or bool(_REQUEST.search(text))
 
 
+def _asked_at(low: str, key: str) -> int | None:
+    """Where in the (lower-cased) question fact ``key`` is first asked for; None when it is not."""
+    found = [m.start() for k in _keywords(key) if (m := re.search(rf"\b{re.escape(k)}", low))]
+    return min(found) if found else None
+
+
 def answer_from_known(text: str, known: dict[str, Any]) -> str | None:
     """The facts the question asks for, in the user's words; None when it asks for nothing the user knows."""
     low = text.lower()
-    said = [_say(key, value) for key, value in known.items()
-            if any(re.search(rf"\b{re.escape(k)}", low) for k in _keywords(key))]  # fmt: skip
+    said = [_say(key, value) for key, value in known.items() if _asked_at(low, key) is not None]
+    return " ".join(said) if said else None
+
+
+def answer_facts(text: str, known: dict[str, Any], unknown: dict[str, str] | None = None, *,
+                 piecemeal: bool = False) -> str | None:  # fmt: skip
+    """The user's answer to a question about facts; None when it asks for nothing the user knows or knows
+    they do not know.
+
+    It gives the known facts asked for (in the order of ``known``; when ``piecemeal``, only the one the
+    question asks for first), then the stored line of each unknown fact asked for. Unknown lines are said even
+    by a piecemeal user: "I don't know" gives nothing away, and an agent that never hears it would keep asking.
+    """
+    low = text.lower()
+    unknown = unknown or {}
+    # A fact listed as unknown is not told even if ``known`` has it too: the line is what the user says.
+    facts = [(at, i, _say(key, value)) for i, (key, value) in enumerate(known.items())
+             if key not in unknown and (at := _asked_at(low, key)) is not None]  # fmt: skip
+    if piecemeal:
+        facts = sorted(facts)[:1]
+    said = [line for _, _, line in facts]
+    lines = sorted((at, i, line) for i, (key, line) in enumerate(unknown.items())
+                   if (at := _asked_at(low, key)) is not None)  # fmt: skip
+    for _, _, line in lines:
+        if line not in said:  # two unknown keys asked with one word ("order"), one line: say it once
+            said.append(line)
     return " ".join(said) if said else None
 
 
@@ -158,6 +190,7 @@ class ScriptedUserSession:
         self.task = task
         self.max_turns = max_turns
         self.turns = 0
+        self.revised = False  # whether the change of mind was said (it is said once)
 
     async def respond(self, messages: list[Message]) -> UserReply:
         return self.reply(messages)
@@ -173,11 +206,17 @@ class ScriptedUserSession:
         if self.turns >= self.max_turns:
             return UserReply(done=True, reason="user_stop")
         self.turns += 1
+        user = self.task.user
         if _CONFIRM.search(text):
+            # The change of mind comes when the agent is about to act on the first wish, as it would in a
+            # real conversation; every later request for consent is about the revised wish and gets a yes.
+            if user.revision is not None and not self.revised:
+                self.revised = True
+                return UserReply(user.revision.message)
             # For a refusal task the forbidden change is what the user asked for, so they agree too: it is
             # the tools (and the agent) that must refuse.
             return UserReply("Yes, please go ahead.")
-        facts = answer_from_known(text, self.task.user.known)
+        facts = answer_facts(text, user.known, user.unknown, piecemeal="piecemeal" in user.behaviour)
         if facts is not None:
             return UserReply(facts)
         return UserReply(f"Sorry, I don't know that. What I need is this: {self.task.instruction}")
@@ -194,17 +233,34 @@ OPENING = "Hi! How can I help you today?"
 
 def persona_prompt(task: Task, stop_marker: str = STOP_MARKER) -> str:
     """The system prompt that makes a chat model play the task's customer."""
-    known = "\n".join(f"- {k.replace('_', ' ')}: {v}" for k, v in task.user.known.items()) or "- (nothing else)"
+    user = task.user
+    known = "\n".join(f"- {k.replace('_', ' ')}: {v}" for k, v in user.known.items()
+                      if k not in user.unknown) or "- (nothing else)"  # fmt: skip
+    unknown = ""
+    if user.unknown:
+        lines = "\n".join(f"- {k.replace('_', ' ')} (when asked, say something like: \"{line}\")"
+                          for k, line in user.unknown.items())  # fmt: skip
+        unknown = f"Facts you do NOT know; when the agent asks for one, say that you do not know it:\n{lines}\n\n"
+    rules = [
+        "Write one short message at a time, as the customer, in plain language. Never act as the agent.",
+        "Give a fact only when the agent asks for it. Never invent facts you were not given (ids, amounts, "
+        "dates); say you do not know instead.",
+    ]
+    if "piecemeal" in user.behaviour:
+        rules.append("Give one fact per message: when the agent asks for several at once, give only the first "
+                     "and wait to be asked for the next.")  # fmt: skip
+    if user.revision is not None:
+        rules.append("You change your mind: the first time the agent asks you to confirm a change, do not say "
+                     f"yes; say instead: \"{user.revision.message}\" After that, confirm the new request.")
+        rules.append("When the agent asks you to confirm the new request, say yes.")
+    else:
+        rules.append("When the agent asks you to confirm what you asked for, say yes.")
+    rules.append(f"When your request is done, or the agent says it cannot be done, reply with only {stop_marker}")
     return (
-        f"You are {task.user.name}, a customer writing to an online support agent. {task.user.persona}\n\n"
+        f"You are {user.name}, a customer writing to an online support agent. {user.persona}\n\n"
         f"What you want: {task.instruction}\n\n"
-        f"The only facts you know:\n{known}\n\n"
-        "Rules:\n"
-        "- Write one short message at a time, as the customer, in plain language. Never act as the agent.\n"
-        "- Give a fact only when the agent asks for it. Never invent facts you were not given (ids, amounts, "
-        "dates); say you do not know instead.\n"
-        "- When the agent asks you to confirm what you asked for, say yes.\n"
-        f"- When your request is done, or the agent says it cannot be done, reply with only {stop_marker}"
+        f"The only facts you know:\n{known}\n\n{unknown}"
+        "Rules:\n" + "\n".join(f"- {r}" for r in rules)
     )
 
 
@@ -263,5 +319,5 @@ class LLMUserSession:
         await self._session.aclose()
 
 
-__all__ = ["STOP_MARKER", "LLMUser", "ScriptedUser", "UserReply", "UserSession", "UserSimulator",
+__all__ = ["STOP_MARKER", "LLMUser", "ScriptedUser", "UserReply", "UserSession", "UserSimulator", "answer_facts",
            "answer_from_known", "is_question", "persona_prompt"]  # fmt: skip

@@ -164,7 +164,7 @@ def _score(score: Any) -> dict[str, Any] | None:
     if not isinstance(score, Mapping):
         return None
     keep = ("reward", "success", "first_divergent_step", "failure_visible_step", "divergence", "infra_error",
-            "scorer_version")  # fmt: skip
+            "scorer_version", "end_state")  # fmt: skip
     out: dict[str, Any] = {k: _note(score.get(k)) for k in keep if k in score}
     for key in ("components", "missing_changes", "wrong_values", "extra_changes", "outputs"):
         items = score.get(key)

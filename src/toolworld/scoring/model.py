@@ -13,7 +13,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 #: Bumped whenever a rule changes what a trajectory scores, so stored scores say which rules produced them.
-SCORER_VERSION = "toolworld-score/2"
+#: Version 3: the best of the task's acceptable end states (``Task.alternatives``) is the score.
+SCORER_VERSION = "toolworld-score/3"
 
 
 class Component(BaseModel):
@@ -52,5 +53,8 @@ class Score(BaseModel):
         default=None, description="Index of the step where the failure showed (the first write that differs from "
         "gold), or len(steps) when it only showed at the end; None on success.")  # fmt: skip
     divergence: str = Field(default="", description="One line on what happened at first_divergent_step.")
+    end_state: str | None = Field(
+        default=None, description="The task's alternative end state the trajectory was judged against (its label), "
+        "because it scored better there; None for the primary end state.")  # fmt: skip
     infra_error: bool = Field(default=False, description="Ended on an infra error: not scored, left out of metrics.")
     scorer_version: str = SCORER_VERSION

@@ -29,6 +29,15 @@ no free "state" credit for leaving a refusal task untouched: the refusal compone
 explained too, and ``confirmed`` is not passed by making no write. A reply is a refusal only when it both
 refuses and cites the rule or a fact of its reason (``scoring.outputs.states_refusal``), in one message.
 
+A task may accept more than one end state (``Task.alternatives``: an exchange asked for on an order that has not
+shipped may be refused, or the pending order's items swapped instead). The trajectory is scored against the primary
+end state and against each alternative as if it were the task (its kind, change-set, outputs, refusal, and gold
+actions for the conduct checks and the divergence), and the best score stands: a success beats a failure, among
+failures the highest reward wins, ties go to the primary end state; ``Score.end_state`` names the alternative that
+won (None: the primary). An alternative opens no shortcut, since each end state is judged whole: doing nothing
+states no refusal and makes no change, so it fails a refusal whose alternative is a write, and the alternative's
+write plus any other change is collateral damage against the alternative and a changed state against the refusal.
+
 A trajectory that ended on an infra error says nothing about the agent: it gets ``infra_error=True``, reward
 0 and no components, and metrics leave it out.
 
@@ -36,7 +45,7 @@ Each component is a function registered with :func:`component`, with its weight 
 the components that apply heaviest first. Components from other packages (the ``toolworld.scorers`` entry
 points, or a module that uses the decorator) are **opt-in**: they count only in a call that names them,
 ``score_trajectory(task, trajectory, extra=["politeness"])``, which then records them in ``scorer_version``
-(``toolworld-score/2+politeness``), so that installing a package never changes anyone's rewards unasked and
+(``toolworld-score/3+politeness``), so that installing a package never changes anyone's rewards unasked and
 a stored score says which rules produced it::
 
     from toolworld.scoring import Verdict, component
@@ -64,7 +73,7 @@ from .outputs import assistant_messages, check_outputs, reason_facts, refuses, s
 
 if TYPE_CHECKING:
     from ..records.trajectory import Trajectory
-    from ..tasks.model import Task
+    from ..tasks.model import EndState, Task
     from ..world.world import World
 
 ENTRY_POINT_GROUP = "toolworld.scorers"
@@ -158,7 +167,7 @@ def _plan(kind: str, extra: tuple[str, ...]) -> list[tuple[str, float, Component
 
 def score_trajectory(task: Task, trajectory: Trajectory, *, world: World | None = None,
                      extra: Sequence[str] = ()) -> Score:  # fmt: skip
-    """Score ``trajectory`` against ``task``'s gold; see the module doc for the rules.
+    """Score ``trajectory`` against ``task``'s gold (the best of its acceptable end states); see the module doc.
 
     ``world`` (default: the registered world named by ``task.world``, when there is one) supplies table keys,
     to match inserted rows whatever surrogate ids they got, tool schemas, so that an argument left at its
@@ -176,8 +185,29 @@ def score_trajectory(task: Task, trajectory: Trajectory, *, world: World | None 
                      divergence=f"not scored: the episode ended on an infra error{why}"[:300])  # fmt: skip
     world = world if world is not None else _registered(task.world)
     tables = tables_from_schema(world.schema) if world is not None else Tables()
-    plan = _plan(task.kind, tuple(extra))
+    best = _score_end_state(task, trajectory, world, tables, tuple(extra))
+    for alternative in task.alternatives:
+        score = _score_end_state(_end_state_view(task, alternative), trajectory, world, tables, tuple(extra))
+        # strictly better only: ties go to the primary end state (then to the earlier alternative)
+        if (score.success, score.reward) > (best.success, best.reward):
+            best = score.model_copy(update={"end_state": alternative.label})
+    return best
 
+
+def _end_state_view(task: Task, alternative: EndState) -> Task:
+    """``task`` as if ``alternative`` were its only end state: every component judges it unchanged, so that an
+    alternative is held to exactly the rules of a task of its kind (no state, output or conduct check is relaxed)."""
+    return task.model_copy(update={
+        "kind": alternative.kind, "gold_actions": alternative.gold_actions,
+        "expected_changes": alternative.expected_changes, "expected_outputs": alternative.expected_outputs,
+        "refusal": alternative.refusal, "alternatives": [],
+    })  # fmt: skip
+
+
+def _score_end_state(task: Task, trajectory: Trajectory, world: World | None, tables: Tables,
+                     extra: tuple[str, ...]) -> Score:  # fmt: skip
+    """The score against ``task``'s primary end state alone (``end_state`` None)."""
+    plan = _plan(task.kind, extra)
     diff = compare_changes(task.expected_changes, trajectory.changes, tables=tables, ignore=task.ignore_columns)
     evidence = Evidence(task, trajectory, world, tables, diff)
     verdicts: dict[str, Verdict] = {}

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..world import Episode, Rng, World
 from .model import ExpectedOutput, UserProfile
+
+if TYPE_CHECKING:
+    from .quality import CoherenceRule
+    from .sampling import Draft, Plan, Target
 
 IDENTIFIER_COLUMNS = ("name", "title", "label", "subject")
 
@@ -196,8 +200,135 @@ class TaskKit:
         detail = ", ".join(f"my {p.replace('_', ' ')} is {{{p}}}" for p in params)
         return [f"{detail[0].upper()}{detail[1:]}.", f"For the record, {detail}."]
 
+    def opener_templates(self) -> list[str]:
+        """First lines of a user who says nothing of who they are until asked (no slots)."""
+        return ["Hi, I need some help.", "Hello, I'd like to get something sorted out.",
+                "Hi there, can you help me with something?", "Hello. I have a request."]  # fmt: skip
+
+    def contingency_templates(self, kind: str) -> list[str]:
+        """Templates that phrase a draft's targets as one conditional request of ``kind``.
+
+        A contingency is a world's own scenario, so the generic kit knows none: asking for one is a kit that
+        produces contingency drafts without templates to say them, and is reported with the kind it lacks.
+        """
+        from ..core.errors import ToolworldError
+
+        raise ToolworldError(f"world {self.world.name!r} has no contingency templates of kind {kind!r}; its task "
+                             "kit must return some from contingency_templates()", kind="unknown_contingency")  # fmt: skip
+
+    def revision_templates(self, tool: str) -> list[str]:
+        """What a user who changed their mind says when asked to confirm ``tool`` (slots: its arguments).
+
+        The default has one pair of templates per parameter, so the phrasing can pick those that speak of the
+        value that actually changed.
+        """
+        out = []
+        for p in self.world.tools[tool].spec.parameters.get("properties", {}):
+            words = p.replace("_", " ")
+            out += [f"Actually, wait: I'd like the {words} to be {{{p}}} instead.",
+                    f"Sorry, I got that wrong: the {words} should be {{{p}}}."]  # fmt: skip
+        return out
+
+    def slot_facts(self, tool: str, ep: Episode, args: Mapping[str, Any], profile: UserProfile) -> dict[str, list[str]]:
+        """Per slot of ``slots()``, the strings a request must keep for the agent to act on it (a rewrite that
+        drops one is unsolvable). Default: each slot's whole text, as ``fact_strings`` reads it."""
+        return {name: self.fact_strings(name, text) for name, text in self.slots(tool, ep, args, profile).items()}
+
+    def fact_strings(self, slot: str, text: str) -> list[str]:
+        """The facts in a slot text the kit did not write itself (a described need, an order the user cannot
+        number): the text without a leading article, which a rewrite may swap for another."""
+        words = text.strip().split(" ", 1)
+        if len(words) == 2 and words[0].lower() in ("the", "a", "an", "my", "our"):
+            return [words[1]]
+        return [text.strip()] if text.strip() else []
+
     def outputs(self, tool: str, args: Mapping[str, Any], result: Any) -> list[ExpectedOutput]:
         """What the agent must tell the user after ``tool`` ran (default: nothing)."""
+        return []
+
+    # -- checks ---------------------------------------------------------------------------------------------
+
+    #: Tools that hand the case to a person: nothing an agent does after one belongs to the same conversation.
+    handoff_tools: tuple[str, ...] = ()
+
+    def required_checks(self, tool: str, args: Mapping[str, Any], ep: Episode | None = None, *,
+                        principal: Any = None) -> list[tuple[str, dict[str, Any]]]:  # fmt: skip
+        """Reads a careful agent makes before the write ``tool(args)``, as ``(tool, arguments)`` in order.
+
+        An agent that writes to an object it never looked at acts on the user's word alone, and the object's
+        state (a status, an owner) is what policy rules turn on. Default: for each single, non-principal entity
+        argument, the kind's inspector read (see :meth:`inspector`). Kits whose checks read the account itself
+        need the person's id: ``principal`` when the caller knows it, else what ``ep`` (the seed state) says
+        owns the objects in ``args``; the generic checks need neither.
+        """
+        spec = self.world.tools[tool].spec if tool in self.world.tools else None
+        if spec is None or not spec.mutates:
+            return []
+        out: list[tuple[str, dict[str, Any]]] = []
+        for p in spec.entity_params:
+            value = args.get(p.param)
+            if p.many or p.kind == self.principal or value is None or isinstance(value, list):
+                continue
+            reader = self.inspector(p.kind)
+            if reader is not None and (reader[0], {reader[1]: value}) not in out:
+                out.append((reader[0], {reader[1]: value}))
+        return out
+
+    def inspector(self, kind: str) -> tuple[str, str] | None:
+        """``(read tool, its parameter)`` that shows the most about one entity of ``kind``, or None.
+
+        The read with exactly one required parameter, a single entity of ``kind``, and the most ``yields``
+        (ties by name, so the choice is stable). Kinds with an inspector are the objects a write is *about*;
+        kinds without one (a payment method, here only ever an instrument) are not.
+        """
+        table: dict[str, tuple[str, str]] | None = self.__dict__.get("_inspectors")
+        if table is None:
+            table = {}
+            for spec in sorted(self.world.specs(), key=lambda s: (-len(s.yields), s.name)):
+                required = [p for p in spec.entity_params if p.required]
+                if spec.mutates or len(required) != 1 or required[0].many \
+                        or len(spec.parameters.get("required", [])) != 1:  # fmt: skip
+                    continue
+                table.setdefault(required[0].kind, (spec.name, required[0].param))
+            self.__dict__["_inspectors"] = table
+        return table.get(kind)
+
+    def coherence_rules(self) -> dict[str, CoherenceRule]:
+        """The world's own coherence rules by name (see ``toolworld.tasks.quality``; default: none).
+
+        Generic rules (a handoff ends the conversation, one write per object) apply to every world already;
+        these add what only the world knows (which complaint fits which order status).
+        """
+        return {}
+
+    # -- scenarios ------------------------------------------------------------------------------------------
+
+    def dress(self, draft: Draft, ep: Episode, rng: Rng) -> None:
+        """Turn a sampled command into what a customer would bring (default: leave it a command).
+
+        ``ep`` shows the seed state. A world's kit sets, on the draft: ``Target.slots`` for values the user
+        describes by a need instead of naming them (with ``draft.needs``), facts the user does not know
+        (``draft.profile.unknown`` and ``draft.unknown``: values the agent must find with tools), a change of
+        mind (``Target.said``, ``draft.revision`` and ``draft.speech.revision``), a piecemeal user
+        (``draft.speech.identity = False``), the reads that show a need's answer (``draft.reads``: the gold
+        makes them right after identifying the user), and the demands each adds (``draft.demand(name)``).
+        Every value it puts in a slot must resolve to exactly one answer on ``ep``: ambiguous ones are not used.
+        """
+
+    def contingencies(self, ep: Episode, principal_id: Any, rng: Rng) -> list[Plan]:
+        """Conditional requests for this user, for the ``contingency`` sampler (default: none)."""
+        return []
+
+    def has_contingencies(self) -> bool:
+        return type(self).contingencies is not TaskKit.contingencies
+
+    def alternatives(self, target: Target, ep: Episode, principal_id: Any) -> list[tuple[str, list[tuple[str, dict[str, Any]]]]]:
+        """For a refused request: compliant things the policy allows instead, each ``(label, calls)``.
+
+        The generator executes each after the gold reads and lists those that succeed as acceptable end
+        states; a refusal with a compliant alternative the kit does not know about would fail an agent that
+        found it, so a kit names every one its policy allows.
+        """
         return []
 
     # -- helpers --------------------------------------------------------------------------------------------

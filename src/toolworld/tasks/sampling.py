@@ -37,11 +37,12 @@ from ..core.registry import Registry
 from ..world import Episode, Rng, World, extract_path
 from .graph import ToolGraph
 from .kit import _MISSING, Bag, TaskKit, kit_for, schema_value
-from .model import TaskKind, UserProfile
+from .model import Contingency, Need, TaskKind, UserProfile
 
 ENTRY_POINT_GROUP = "toolworld.samplers"
-# The default mix: every sampler, refusals at about 12% so that scorers see enough of them.
-DEFAULT_MIX = {"target": 26, "greedy": 22, "walk": 14, "compose": 14, "refusal": 14, "info": 10}
+# The default mix: every sampler, refusals at about 12% so that scorers see enough of them, and a fifth of
+# conditional requests (the branch depends on state the agent must look up).
+DEFAULT_MIX = {"target": 20, "greedy": 16, "walk": 8, "compose": 14, "refusal": 11, "info": 10, "contingency": 21}
 
 Role = Literal["identify", "discover", "explore", "inspect", "target"]
 RULE = re.compile(r"\(policy (R\d+)\)")
@@ -93,6 +94,30 @@ class Draft:
     targets: list[Target]
     distractors: int = 0
     speech: Speech = field(default_factory=Speech)
+    # The scenario, filled by the contingency sampler and the kit's ``dress``:
+    demands: list[str] = field(default_factory=list)  # reasoning the request asks for (model.DEMANDS)
+    needs: list[Need] = field(default_factory=list)
+    contingency: Contingency | None = None
+    unknown: list[tuple[str, Any]] = field(default_factory=list)  # (kind, value) the user cannot quote
+    revision: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # the first wish's calls
+    reads: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # reads a need's answer is shown by
+    mentions: list[Any] = field(default_factory=list)  # entity values the request quotes besides the targets'
+
+    def demand(self, name: str) -> None:
+        if name not in self.demands:
+            self.demands.append(name)
+
+
+@dataclass(slots=True)
+class Plan:
+    """A contingency a kit proposes: ``then`` when ``condition`` holds on the live state, else ``otherwise``."""
+
+    kind: str  # the contingency template kind that phrases it
+    condition: str
+    holds: bool
+    then: tuple[str, dict[str, Any]]
+    otherwise: tuple[str, dict[str, Any]]
+    slots: dict[str, str] = field(default_factory=dict)
 
 
 class Drop(ToolworldError):
@@ -120,6 +145,7 @@ class Conversation:
     bag: Bag
     steps: list[Step] = field(default_factory=list)
     called: set[str] = field(default_factory=set)
+    plan: Plan | None = None  # the contingency a sampler took, if any
 
     # -- executing ------------------------------------------------------------------------------------------
 
@@ -230,11 +256,17 @@ class Conversation:
     # -- trying a target ------------------------------------------------------------------------------------
 
     def attempt(self, tool: str, goal: Literal["action", "refusal", "info"], *, known_only: bool = False,
-                tries: int = 8) -> Target | None:  # fmt: skip
-        """Try candidate arguments on a fork; keep the first the world accepts (or refuses, for ``refusal``)."""
+                tries: int = 8, avoid: set[Any] = frozenset()) -> Target | None:  # type: ignore[assignment]  # fmt: skip
+        """Try candidate arguments on a fork; keep the first the world accepts (or refuses, for ``refusal``).
+
+        ``avoid``: objects (non-principal entity values) an earlier request of the same conversation already
+        changes; a second write on one object is not something a customer asks for in one breath.
+        """
         kit = self.synth.kit
         for args in kit.propose(tool, self.ep, self.principal, self.bag, self.rng)[:tries]:
             if known_only and any(not self.bag.has(k, v) for k, v in self.entity_values(tool, args)):
+                continue
+            if avoid and self.synth.objects(tool, args) & avoid:
                 continue
             if _key(tool, args) in self.called:
                 continue
@@ -296,6 +328,7 @@ class Synthesizer:
         self.write_tools = [t for t in self.graph.write_tools if self.specs[t].requires <= self._reachable_kinds()]
         self.info_tools = [t for t in self.kit.info_tools if t in self.specs]
         self.inspectors, self.param_of = self._inspectors()
+        self._order: list[Any] | None = None
 
     def _reachable_kinds(self) -> set[str]:
         kinds = set(self.fact_kinds)
@@ -319,6 +352,11 @@ class Synthesizer:
                 best[kind], param[spec.name] = spec.name, required[0].param
         return best, param
 
+    def objects(self, tool: str, args: Mapping[str, Any]) -> set[Any]:
+        """The objects a call is about: its single entity arguments of kinds other than the principal's."""
+        return {args[p.param] for p in self.specs[tool].entity_params
+                if not p.many and p.kind != self.kit.principal and args.get(p.param) is not None}  # fmt: skip
+
     def related(self, ep: Episode, kind: str, value: Any) -> set[Any]:
         """Values in the entity's own row (an item's product id): the best hints for finding it."""
         ref = self.world.entities.get(kind)
@@ -329,12 +367,20 @@ class Synthesizer:
 
     # -- drawing --------------------------------------------------------------------------------------------
 
-    def start(self, index: int, label: str) -> Conversation:
+    def start(self, index: int, label: str, attempt: int = 0) -> Conversation:
         rng = Rng(f"{self.world.name}/{self.seed}/{index}/{label}")
         ep = self.world.episode(self.seed)
-        principal = rng.choice(self.kit.principals(ep))
+        principal = self.principal(ep, index, attempt)
         profile = self.kit.profile(ep, principal, rng)
         return Conversation(self, ep, rng, principal, profile, Bag(self.kit.facts(profile)))
+
+    def principal(self, ep: Episode, index: int, attempt: int) -> Any:
+        """Who asks in draw ``index``: the users in one seeded shuffle, draw i taking the i-th (a retry the
+        next lap's), so a task set spreads over every customer before any comes back."""
+        if self._order is None:
+            everyone = self.kit.principals(ep)
+            self._order = Rng(f"{self.world.name}/{self.seed}/principals").sample(everyone, len(everyone))
+        return self._order[(index + attempt * 7_919) % len(self._order)]
 
     def pick_sampler(self, index: int, samplers: Mapping[str, int]) -> str:
         # Registration order (built-ins first, as they always were) fixes the weighted draw for a seed.
@@ -359,21 +405,28 @@ class Synthesizer:
         """Draw ``index``; a user for whom the target cannot be done is replaced by another (``attempts``)."""
         for attempt in range(attempts):
             try:
-                return self._draw(index, sampler, f"{sampler}/{attempt}")
+                return self._draw(index, sampler, f"{sampler}/{attempt}", attempt)
             except Drop:
                 if attempt == attempts - 1:
                     raise
         raise AssertionError("unreachable")
 
-    def _draw(self, index: int, sampler: str, label: str) -> Draft:
-        conv = self.start(index, label)
+    def _draw(self, index: int, sampler: str, label: str, attempt: int = 0) -> Draft:
+        conv = self.start(index, label, attempt)
         try:
             identity = conv.identify()
             entry = SAMPLERS.entry(sampler)
             kind: TaskKind = entry.meta.get("kind", "action")
             targets = entry.item(self, conv, index)  # type: ignore[misc]
-            return Draft(kind, sampler, conv.principal, conv.profile, identity, conv.steps, targets,
-                         conv.distractors(targets))  # fmt: skip
+            draft = Draft(kind, sampler, conv.principal, conv.profile, identity, conv.steps, targets,
+                          conv.distractors(targets))  # fmt: skip
+            if conv.plan is not None:
+                plan = conv.plan
+                draft.speech.contingency, draft.speech.contingency_slots = plan.kind, dict(plan.slots)
+                draft.contingency = Contingency(condition=plan.condition, holds=plan.holds, taken=targets[0].tool,
+                                                other=(plan.otherwise if plan.holds else plan.then)[0])  # fmt: skip
+                draft.demand("contingency")
+            return draft
         finally:
             conv.ep.close()
 
@@ -431,10 +484,15 @@ class Synthesizer:
         conv.rng.shuffle(rest)
         rest.sort(key=lambda t: self.specs[t].requires <= self.identity_kinds)  # user-only writes last
         targets: list[Target] = []
+        handoff = set(getattr(self.kit, "handoff_tools", ()))
+        touched: set[Any] = set()
         for tool in [order[0], *rest]:
-            found = conv.attempt(tool, "action")
+            if tool in handoff:  # a handoff ends a conversation: it is never one of several requests
+                continue
+            found = conv.attempt(tool, "action", avoid=touched)
             if found is not None:
                 targets.append(found)
+                touched |= self.objects(found.tool, found.arguments)
                 if len(targets) == want:
                     break
         if len(targets) < 2:
@@ -497,6 +555,27 @@ def refusal_sampler(synth: Synthesizer, conv: Conversation, index: int) -> list[
 @sampler("info", kind="info", usable=lambda synth: bool(synth.info_tools))
 def info_sampler(synth: Synthesizer, conv: Conversation, index: int) -> list[Target]:
     return synth._first(conv, synth.cycle(index, synth.info_tools), "info")
+
+
+@sampler("contingency", usable=lambda synth: synth.kit.has_contingencies())
+def contingency_sampler(synth: Synthesizer, conv: Conversation, index: int) -> list[Target]:
+    """A request with a condition on live state ("if it hasn't shipped, cancel it, otherwise return it"):
+    the kit proposes plans; gold takes the branch whose condition the seed state decides."""
+    for plan in synth.kit.contingencies(conv.ep, conv.principal, conv.rng):
+        tool, args = plan.then if plan.holds else plan.otherwise
+        if _key(tool, args) in conv.called or not conv.ep.probe(tool, args).ok:
+            continue
+        point = conv.checkpoint()
+        if not conv.resolve(tool, args):
+            conv.rollback(point)
+            continue
+        done = conv.run(tool, dict(args), "target")
+        if done is None:  # pragma: no cover - the probe above said it works
+            conv.rollback(point)
+            continue
+        conv.plan = plan
+        return [Target(tool, dict(args), done.output)]
+    raise Drop("no_contingency")
 
 
 def _key(name: str, args: Mapping[str, Any]) -> str:

@@ -284,6 +284,7 @@
     var facts = el("div", "badges");
     if (isNum(score.first_divergent_step)) add(facts, badge("first divergence: step " + score.first_divergent_step, "diverge"));
     if (isNum(score.failure_visible_step)) add(facts, badge("failure visible: step " + score.failure_visible_step, "fail"));
+    if (score.end_state) add(facts, badge("end state: " + score.end_state));
     if (score.scorer_version) add(facts, badge("scorer " + score.scorer_version));
     out.push(facts);
     if (score.divergence) out.push(el("p", "divergence", score.divergence));

@@ -256,6 +256,9 @@ from .openai import OPENAI_OPTIONS, OpenAIPolicy, OpenAISession, make_openai, pa
 from .. import engines  # noqa: E402,F401  (registers vllm, hf, gguf and smollm2; imports nothing heavy)
 from .scripted import ScriptedPolicy, ScriptedSession, ScriptFn, ScriptItem, as_turn  # noqa: E402
 
+# isort: split
+from . import literal  # noqa: E402,F401  (registers the literal probe, listed after the built-in kinds)
+
 __all__ = [
     "ENTRY_POINT_GROUP",
     "NOOP_ANSWER",

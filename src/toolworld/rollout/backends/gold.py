@@ -1,7 +1,10 @@
 """``gold``: the task's gold actions replayed as a careful agent would, optionally with known mistakes.
 
 ``GoldPolicy`` is the upper bound every scorer must recognise as perfect, and with ``drop``, ``repeat`` and
-``corrupt`` noise it makes known mistakes, recorded per turn, so scorers can be tested against them.
+``corrupt`` noise it makes known mistakes, recorded per turn, so scorers can be tested against them. Its
+conversation is what a careful agent says (it is the data supervised fine-tuning learns from): it asks a
+piecemeal customer for each identification fact before looking them up, asks for consent before each write,
+and when the customer changes their mind at that point, asks again for the revised change.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.seeds import derive_seed
 from ...records.messages import AssistantTurn, Message
+from ...scoring.conduct import identifies, is_affirmative
 from ...world.episode import ToolCall
 from ...world.rng import Rng
 from . import policy
@@ -66,7 +70,8 @@ class GoldPolicy:
     def __init__(self, *, drop: float = 0.0, repeat: float = 0.0, corrupt: float = 0.0, seed: int = 0,
                  world: World | None = None) -> None:  # fmt: skip
         self.world = world
-        self._consent: dict[str, frozenset[str]] = {}  # world name -> its tools that need consent
+        # world name -> (its tools that need consent, its identification tools)
+        self._tools: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         for key, p in (("drop", drop), ("repeat", repeat), ("corrupt", corrupt)):
             if not 0.0 <= p <= 1.0:
                 raise ValueError(f"gold {key}= must be a probability between 0 and 1, got {p}")
@@ -79,10 +84,15 @@ class GoldPolicy:
     def start(self, *, tools: list[dict[str, Any]], task: Task | None = None, seed: int = 0) -> GoldSession:
         if task is None:
             raise ValueError("the gold policy replays a task's gold actions: start it with task=")
-        consent = self._consent.get(task.world)
-        if consent is None:
-            consent = self._consent[task.world] = _consent_tools(self.world, task.world)
-        return GoldSession(task, self.plan(task, seed), consent)
+        known = self._tools.get(task.world)
+        if known is None:
+            known = self._tools[task.world] = _declared_tools(self.world, task.world)
+        consent, identification = known
+        first = task.gold_actions[0] if task.gold_actions else None
+        questions: list[str] = []
+        if "piecemeal" in task.user.behaviour and first is not None and first.name in identification:
+            questions = [fact_request(name, i) for i, name in enumerate(first.arguments)]
+        return GoldSession(task, self.plan(task, seed), consent, questions=questions)
 
     def plan(self, task: Task, seed: int = 0) -> tuple[list[_Planned], list[dict[str, Any]]]:
         """The calls to make and the perturbations left for the final turn (drops after the last call)."""
@@ -115,16 +125,26 @@ class GoldPolicy:
         return planned, pending
 
 
-def _consent_tools(world: World | None, name: str) -> frozenset[str]:
-    """Tools whose calls need the customer's yes first: writes whose ``confirm`` is not false."""
+def _declared_tools(world: World | None, name: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The world's tools whose calls need the customer's yes first (writes whose ``confirm`` is not false) and
+    its identification tools."""
     if world is None:
         from ...world import get_world
 
         try:
             world = get_world(name)
         except Exception:  # a world built in a script and not registered: no tool is known to need consent
-            return frozenset()
-    return frozenset(n for n, t in world.tools.items() if t.mutates and getattr(t, "confirm", True))
+            return frozenset(), frozenset()
+    consent = frozenset(n for n, t in world.tools.items() if t.mutates and getattr(t, "confirm", True))
+    return consent, frozenset(n for n in world.tools if identifies(world, n))
+
+
+def fact_request(parameter: str, index: int = 0) -> str:
+    """How a careful agent asks for one identification fact (``parameter`` of the identification tool)."""
+    spoken = parameter.replace("_", " ")
+    if index == 0:
+        return f"I can help with that. First, could you give me your {spoken}?"
+    return f"Thank you. Could you give me your {spoken}?"
 
 
 def confirmation_request(call: ToolCall) -> str:
@@ -149,31 +169,84 @@ def gold_answer(task: Task) -> str:
     return " ".join(parts)
 
 
+def _last_user_text(messages: list[Message]) -> str:
+    for msg in reversed(messages):
+        if msg.get("role") == "user":
+            return msg.get("content") or ""
+    return ""
+
+
 class GoldSession:
-    """One episode of gold replay: the next planned call each turn (a write needing consent is asked for in a
-    text turn of its own first), then the answer."""
+    """One episode of gold replay: the identification facts asked for one at a time when the customer gives
+    them piecemeal, then the next planned call each turn (a write needing consent is asked for in a text turn
+    of its own first, and asked for again while the customer's answer is not a yes), then the answer.
+
+    With a ``revision`` on the task's user, the first request for consent describes the customer's first
+    wish (``revision.initial``): that is when they change their mind, and the gold calls carry the new wish.
+    """
 
     buffer = None
 
+    #: Requests for consent for one write: the first, and up to two more while the answer is not a yes.
+    MAX_ASKS = 3
+
     def __init__(self, task: Task, plan: tuple[list[_Planned], list[dict[str, Any]]],
-                 consent: frozenset[str] = frozenset()) -> None:  # fmt: skip
+                 consent: frozenset[str] = frozenset(), *, questions: list[str] | None = None) -> None:  # fmt: skip
         self.task = task
         self._calls, self._final_notes = plan
         self._consent = consent
+        self._questions = list(questions or ())
+        revision = task.user.revision
+        self._initial = revision.initial[0] if revision is not None and revision.initial else None
         self._next = 0
         self._asked = -1  # index of the planned call whose confirmation was asked for last
+        self._asks = 0  # how many times it was asked for
+        self._revised = False  # the first wish was just asked for (the customer's answer revises it)
         self._answered = False
 
+    def _consent_request(self, messages: list[Message]) -> AssistantTurn | None:
+        """The turn that asks for consent to the next planned call; None once it was answered with a yes or
+        asked for ``MAX_ASKS`` times."""
+        call = self._calls[self._next].call
+        if self._initial is not None:  # ask for the first wish: the customer revises it in their answer
+            initial, self._initial = self._initial, None
+            self._revised = True
+            return AssistantTurn(content=confirmation_request(ToolCall(initial.name, dict(initial.arguments))))
+        if self._asked != self._next:
+            self._asked, self._asks = self._next, 1
+            # After a change of mind the request acknowledges it, as a careful agent's would.
+            ack, self._revised = "Understood. " if self._revised else "", False
+            return AssistantTurn(content=ack + confirmation_request(call))
+        if is_affirmative(_last_user_text(messages)) or self._asks >= self.MAX_ASKS:
+            return None
+        self._asks += 1
+        return AssistantTurn(content="Understood. " + confirmation_request(call))
+
     async def respond(self, messages: list[Message]) -> AssistantTurn:
-        if self._next < len(self._calls):
+        if self._questions:
+            return AssistantTurn(content=self._questions.pop(0))
+        while self._next < len(self._calls):
             planned = self._calls[self._next]
-            if planned.call.name in self._consent and self._asked != self._next:
-                self._asked = self._next
-                return AssistantTurn(content=confirmation_request(planned.call))
+            if planned.call.name in self._consent:
+                ask = self._consent_request(messages)
+                if ask is not None:
+                    return ask
+                if not is_affirmative(_last_user_text(messages)):
+                    self._next += 1
+                    # Never a yes: a careful agent does not make the change. The call's perturbations move on
+                    # to the next turn, so the trajectory still reports every one.
+                    if self._next < len(self._calls):
+                        self._calls[self._next].perturbations[:0] = planned.perturbations
+                    else:
+                        self._final_notes = [*planned.perturbations, *self._final_notes]
+                    continue
             self._next += 1
             meta = {"perturbations": planned.perturbations} if planned.perturbations else {}
             call = ToolCall(planned.call.name, copy.deepcopy(planned.call.arguments))
             return AssistantTurn(content="", tool_calls=[call], finish_reason="tool_calls", meta=meta)
+        return self._answer()
+
+    def _answer(self) -> AssistantTurn:
         if self._answered:  # the user kept talking after the answer: nothing to add, no further actions
             return AssistantTurn(content="I have nothing to add to my previous answer.")
         self._answered = True

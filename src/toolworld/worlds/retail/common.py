@@ -12,6 +12,16 @@ RETURN_WINDOW_DAYS = 30
 FREE_SHIPPING_MIN_CENTS = 3500
 SHIPPING_FEE_CENTS = 599
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
+#: Why a customer asks for a human, with the order statuses the complaint can be about (a damaged parcel or a
+#: late delivery only once it has arrived; a double charge on any order that was charged and not cancelled).
+TRANSFER_REASONS: dict[str, tuple[str, ...]] = {
+    "The package arrived damaged and I want someone to look at it.": ("delivered",),
+    "I was charged twice and I want a person to check the payments.": (
+        "pending", "processed", "shipped", "delivered", "return requested", "exchange requested", "returned",
+        "exchanged"),
+    "I want to complain about how long the delivery took.": ("delivered",),
+    "The item is not what the description said and I want to discuss it with someone.": ("delivered",),
+}  # fmt: skip
 CARRIERS = ("UPS", "FedEx", "USPS", "DHL")
 US_STATES = (
     "AL", "AK", "AZ", "AR", "CA", "CO", "CT", "DE", "DC", "FL", "GA", "HI", "ID", "IL", "IN", "IA", "KS", "KY", "LA",

@@ -10,79 +10,22 @@ last four digits; only order numbers (printed on receipts) are spoken as-is.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from toolworld.core.errors import ToolworldError
 from toolworld.tasks.kit import Bag, TaskKit
 from toolworld.tasks.model import ExpectedOutput, UserProfile
+from toolworld.tasks.sampling import Draft, Plan, Target
 from toolworld.world import Episode, Rng, World
 
-from . import vocab
-from .common import CANCEL_REASONS
+from . import rules, scenarios, vocab
+from .common import CANCEL_REASONS, TRANSFER_REASONS
+from .phrases import CONTINGENCIES, FREE_SLOTS, IDENTITY, INTENTS, OPENERS, REASON_PHRASES, REVISIONS, TONES
 
-TONES = ("polite and patient", "in a hurry", "a little frustrated", "chatty and friendly", "terse",
-         "unsure about the details")  # fmt: skip
-REASON_PHRASES = {
-    "no longer needed": ("I no longer need it", "I don't need it anymore", "it's no longer needed"),
-    "ordered by mistake": ("I ordered it by mistake", "I placed it by accident", "it was ordered by mistake"),
-}
-
-INTENTS: dict[str, list[str]] = {
-    "cancel_pending_order": [
-        "Please cancel my order {order_id}, {reason}.",
-        "I'd like to cancel order {order_id} because {reason}.",
-        "Can you cancel {order_id}? {Reason}.",
-    ],
-    "modify_pending_order_items": [
-        "In my order {order_id}, please change {items} to {new_items}, and settle any price difference with {payment}.",
-        "I want to swap {items} in order {order_id} for {new_items}; use {payment} for the difference.",
-        "Could you update order {order_id}: instead of {items} I want {new_items}. Any difference goes on {payment}.",
-    ],
-    "modify_pending_order_address": [
-        "Please ship my order {order_id} to {address} instead.",
-        "I need to change the shipping address of order {order_id} to {address}.",
-        "Order {order_id} should go to {address}, not where it's going now.",
-    ],
-    "modify_pending_order_payment": [
-        "Please pay for my order {order_id} with {payment} instead.",
-        "I'd like to switch the payment of order {order_id} to {payment}.",
-        "Can you charge {payment} for order {order_id} instead of what I used?",
-    ],
-    "return_delivered_order_items": [
-        "I want to return {items} from order {order_id}; refund it to {payment}.",
-        "Please start a return for {items} from my order {order_id}, with the refund going to {payment}.",
-        "I'd like to send back {items} (order {order_id}) and get my money back on {payment}.",
-    ],
-    "exchange_delivered_order_items": [
-        "I'd like to exchange {items} from order {order_id} for {new_items}; use {payment} for any difference.",
-        "Can I swap {items} I received in order {order_id} for {new_items}? Settle the difference with {payment}.",
-        "Please exchange {items} from {order_id} for {new_items}, with any price difference on {payment}.",
-    ],
-    "modify_user_address": [
-        "Please update my default address to {address}.",
-        "I moved: my new address is {address}. Can you update my account?",
-        "Change the address on my account to {address}, please.",
-    ],
-    "transfer_to_human_agent": [
-        "I need to talk to a human about my order {order_id}: {summary}",
-        "Please put me through to a person about order {order_id}. {summary}",
-    ],
-    "track_order": [
-        "Where is my order {order_id}? Please tell me the carrier and the tracking number.",
-        "Can you give me the tracking number for order {order_id}, and which carrier has it?",
-    ],
-    "get_order_details": [
-        "What is the status of my order {order_id}, and what was its total?",
-        "Can you tell me where order {order_id} stands and how much I paid in total?",
-    ],
-}
-
-TRANSFER_SUMMARIES = (
-    "The package arrived damaged and I want someone to look at it.",
-    "I was charged twice and I want a person to check the payments.",
-    "I want to complain about how long the delivery took.",
-    "The item is not what the description said and I want to discuss it with someone.",
-)
+if TYPE_CHECKING:
+    from toolworld.tasks.quality import CoherenceRule
 
 
 class RetailKit(TaskKit):
@@ -91,6 +34,7 @@ class RetailKit(TaskKit):
     info_tools = ("track_order", "get_order_details")
     ignore_columns = ("tickets.summary",)
     known_entity_keys = {"order_ids": "order"}  # noqa: RUF012
+    handoff_tools = ("transfer_to_human_agent",)
 
     def profile(self, ep: Episode, principal_id: Any, rng: Rng) -> UserProfile:
         u = ep.query(
@@ -109,19 +53,17 @@ class RetailKit(TaskKit):
         )
 
     def identity_templates(self, tool: str) -> list[str]:
-        if tool == "find_user_by_email":
-            return ["My email is {email}.", "You can find my account under {email}.", "My account email is {email}."]
-        return ["I'm {first_name} {last_name}, zip code {zip}.", "My name is {first_name} {last_name} and my zip is {zip}.",
-                "This is {first_name} {last_name}; my zip code is {zip}."]  # fmt: skip
+        return IDENTITY[tool] if tool in IDENTITY else super().identity_templates(tool)
 
     # -- candidates -----------------------------------------------------------------------------------------
 
     def propose(self, tool: str, ep: Episode, principal_id: Any, bag: Bag, rng: Rng) -> list[dict[str, Any]]:
-        orders = ep.query("SELECT order_id, status FROM orders WHERE user_id = ? ORDER BY order_id", (principal_id,))
+        # Nobody asks about an order they cancelled, and a customer can only point at a payment method whose
+        # description ("my Visa credit card ending in 4004", "my gift card") is theirs alone.
+        orders = ep.query("SELECT order_id, status FROM orders WHERE user_id = ? AND status != 'cancelled' "
+                          "ORDER BY order_id", (principal_id,))  # fmt: skip
         rng.shuffle(orders)
-        methods = [r["payment_method_id"] for r in ep.query(
-            "SELECT payment_method_id FROM payment_methods WHERE user_id = ? ORDER BY payment_method_id",
-            (principal_id,))]  # fmt: skip
+        methods = sorted(scenarios.payment_phrases(self, ep, principal_id))
         out: list[dict[str, Any]] = []
         for o in orders[:6]:
             oid = o["order_id"]
@@ -133,22 +75,33 @@ class RetailKit(TaskKit):
                     out.append({"order_id": oid, **swap, "payment_method_id": rng.choice(methods)})
             elif tool == "return_delivered_order_items":
                 items = self._items(ep, oid, rng)
-                paid = [r["payment_method_id"] for r in ep.query(
-                    "SELECT DISTINCT payment_method_id FROM payments WHERE order_id = ? AND kind = 'charge' "
-                    "ORDER BY payment_method_id", (oid,))]  # fmt: skip
+                paid = [m for m in scenarios.charged_methods(ep, oid) if m in methods]
                 if items and (paid or methods):
                     pm = rng.choice(paid) if paid and rng.chance(0.8) else rng.choice(methods or paid)
                     out.append({"order_id": oid, "item_ids": items, "payment_method_id": pm})
             elif tool == "modify_pending_order_address":
-                out.append({"order_id": oid, **self._address(rng)})
-            elif tool == "modify_pending_order_payment" and methods:
-                out.append({"order_id": oid, "payment_method_id": rng.choice(methods)})
+                home = scenarios.default_address(ep, principal_id)
+                ship = scenarios.ship_address(ep, oid)
+                # Often the customer wants it sent home: "to the address on my account" (a need to look up).
+                use_home = home is not None and home != ship and rng.chance(0.4)
+                out.append({"order_id": oid, **(home if use_home and home else self._address(rng))})
+            elif tool == "modify_pending_order_payment":
+                current = scenarios.charged_methods(ep, oid)  # nobody asks to switch to what they already use
+                fresh = [m for m in methods if m not in current]
+                if fresh:
+                    out.append({"order_id": oid, "payment_method_id": rng.choice(fresh)})
             elif tool == "transfer_to_human_agent":
-                out.append({"summary": rng.choice(TRANSFER_SUMMARIES), "user_id": principal_id, "order_id": oid})
+                fitting = [text for text, statuses in TRANSFER_REASONS.items() if o["status"] in statuses]
+                if fitting:  # a complaint must fit the order: no "late delivery" about an order still pending
+                    out.append({"summary": rng.choice(fitting), "user_id": principal_id, "order_id": oid})
             elif tool in ("track_order", "get_order_details"):
                 out.append({"order_id": oid})
         if tool == "modify_user_address":
             out = [{"user_id": principal_id, **self._address(rng)} for _ in range(2)]
+            home = scenarios.default_address(ep, principal_id)
+            shipped = [a for o in orders if (a := scenarios.ship_address(ep, o["order_id"])) and a != home]
+            if shipped and rng.chance(0.5):  # "make the address my order went to my default"
+                out.insert(0, {"user_id": principal_id, **shipped[0]})
             if rng.chance(0.3):  # a zip code one digit short: rule R11 refuses it
                 bad = {"user_id": principal_id, **self._address(rng)}
                 bad["zip"] = bad["zip"][:4]
@@ -158,6 +111,8 @@ class RetailKit(TaskKit):
     def _items(self, ep: Episode, order_id: str, rng: Rng) -> list[str]:
         items = [r["item_id"] for r in ep.query("SELECT item_id FROM order_items WHERE order_id = ? ORDER BY item_id",
                                                 (order_id,))]  # fmt: skip
+        if len(items) > 1 and rng.chance(0.25):  # everything in the order
+            return items
         return rng.sample(items, min(len(items), rng.randint(1, 2))) if items else []
 
     def _swap(self, ep: Episode, order_id: str, rng: Rng) -> dict[str, list[str]] | None:
@@ -178,21 +133,43 @@ class RetailKit(TaskKit):
         return {"line1": line1, "line2": line2, "city": city.name, "state": city.state,
                 "zip": str(rng.randint(city.zip_lo, city.zip_hi)).zfill(5)}  # fmt: skip
 
+    # -- checks and coherence (worlds/retail/rules.py) ------------------------------------------------------
+
+    def required_checks(self, tool: str, args: Mapping[str, Any], ep: Episode | None = None, *,
+                        principal: Any = None) -> list[tuple[str, dict[str, Any]]]:  # fmt: skip
+        return rules.required_checks(self, tool, args, ep, principal=principal)
+
+    def coherence_rules(self) -> dict[str, CoherenceRule]:
+        return dict(rules.RETAIL_RULES)
+
+    # -- scenarios ------------------------------------------------------------------------------------------
+
+    def dress(self, draft: Draft, ep: Episode, rng: Rng) -> None:
+        scenarios.dress(self, draft, ep, rng)
+
+    def contingencies(self, ep: Episode, principal_id: Any, rng: Rng) -> list[Plan]:
+        return scenarios.contingencies(self, ep, principal_id, rng)
+
+    def alternatives(self, target: Target, ep: Episode, principal_id: Any) -> list[tuple[str, list[tuple[str, dict[str, Any]]]]]:
+        return scenarios.alternatives(target, ep, principal_id)
+
     # -- speaking -------------------------------------------------------------------------------------------
 
-    def slots(self, tool: str, ep: Episode, args: Mapping[str, Any], profile: UserProfile) -> dict[str, str]:
+    def slots(self, tool: str, ep: Episode, args: Mapping[str, Any], profile: UserProfile | None) -> dict[str, str]:
         out: dict[str, str] = {}
         if args.get("order_id"):
             out["order_id"] = str(args["order_id"])
+            out["order"] = f"order {args['order_id']}"
         if "item_ids" in args:
             out["items"] = _join([self._item(ep, i, "the ") for i in args["item_ids"]])
         if "new_item_ids" in args:
-            out["new_items"] = _join([self._item(ep, i, "") for i in args["new_item_ids"]])
+            out["new_items"] = _join([self._item(ep, i, "the ") for i in args["new_item_ids"]])
         if "payment_method_id" in args:
             out["payment"] = self._payment(ep, args["payment_method_id"])
         if "reason" in args:
             phrases = REASON_PHRASES[args["reason"]]
-            pick = phrases[len(str(args.get("order_id", ""))) % len(phrases)]
+            # Spread the wordings over orders; a stable sum, since str hashes change between processes.
+            pick = phrases[sum(map(ord, str(args.get("order_id", "")))) % len(phrases)]
             out["reason"], out["Reason"] = pick, pick[0].upper() + pick[1:]
         if "line1" in args:
             parts = [args["line1"], args.get("line2") or "", args["city"], f"{args['state']} {args['zip']}"]
@@ -200,6 +177,56 @@ class RetailKit(TaskKit):
         if "summary" in args:
             out["summary"] = str(args["summary"])
         return out
+
+    def slot_facts(self, tool: str, ep: Episode, args: Mapping[str, Any],
+                   profile: UserProfile | None) -> dict[str, list[str]]:  # fmt: skip
+        """Facts per slot, finer than the slot text: a rewrite may say "my black Desk Lamp in size M" or "the Visa
+        card ending in 4242" and still be solvable, as long as the name, each option and the digits stay."""
+        out: dict[str, list[str]] = {}
+        if args.get("order_id"):
+            out["order"] = out["order_id"] = [str(args["order_id"])]
+        if "item_ids" in args:
+            out["items"] = [f for i in args["item_ids"] for f in self._item_facts(ep, i)]
+        if "new_item_ids" in args:
+            out["new_items"] = [f for i in args["new_item_ids"] for f in self._item_facts(ep, i)]
+        if "payment_method_id" in args:
+            out["payment"] = self.fact_strings("payment", self._payment(ep, args["payment_method_id"]))
+        if "line1" in args:
+            out["address"] = [p for p in (args["line1"], args.get("line2") or "", args["city"], args["state"],
+                                          args["zip"]) if p]  # fmt: skip
+        return out
+
+    def fact_strings(self, slot: str, text: str) -> list[str]:
+        if slot in FREE_SLOTS:
+            return []
+        card = _CARD.search(text)
+        if card:
+            return [card["brand"], card["digits"]]
+        if slot in ("order", "order_id") and _ORDER.search(text):
+            return _ORDER.findall(text)
+        # _join's list of _item texts: "the A (x), the B (y) and the C (z)"
+        items = [_ITEM.fullmatch(part) for part in re.split(r"(?<=\))(?:, | and )", text.strip())]
+        if all(items):
+            return [f for m in items if m for f in (m["name"], *m["detail"].split(", "))]
+        if text.strip().lower() in ("my gift card", "my paypal account"):
+            return [text.strip()[3:]]
+        return super().fact_strings(slot, text)
+
+    def opener_templates(self) -> list[str]:
+        return OPENERS
+
+    def contingency_templates(self, kind: str) -> list[str]:
+        if kind not in CONTINGENCIES:
+            raise ToolworldError(f"retail has no contingency templates of kind {kind!r}; it has "
+                                 f"{', '.join(sorted(CONTINGENCIES))}", kind="unknown_contingency")  # fmt: skip
+        return CONTINGENCIES[kind]
+
+    def revision_templates(self, tool: str) -> list[str]:
+        return REVISIONS.get(tool) or super().revision_templates(tool)
+
+    def _item_facts(self, ep: Episode, item_id: str) -> list[str]:
+        match = _ITEM.fullmatch(self._item(ep, item_id, ""))
+        return [match["name"], *match["detail"].split(", ")] if match else [self._item(ep, item_id, "")]
 
     def _item(self, ep: Episode, item_id: str, article: str) -> str:
         row = ep.query("SELECT p.name, v.options FROM variants v JOIN products p ON p.product_id = v.product_id "
@@ -244,6 +271,12 @@ class RetailKit(TaskKit):
         if moved["charged"] and tool != "modify_pending_order_payment":
             out.append(ExpectedOutput(label="charge_amount", value=f"{moved['charged']:.2f}"))
         return out
+
+
+# How ``_item`` and ``_payment`` speak, read back to find the facts in a slot text.
+_ITEM = re.compile(r"(?:the )?(?P<name>[^()]+?) \((?P<detail>[^()]+)\)")
+_ORDER = re.compile(r"#W\d+")
+_CARD = re.compile(r"(?P<brand>[A-Z][\w&.-]*) (?:credit|debit) card ending in (?P<digits>\d{4})")
 
 
 def _join(parts: list[str]) -> str:
