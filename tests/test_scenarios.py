@@ -96,6 +96,9 @@ def _order_matches(ep, said: str, order: dict, orders: list[dict]) -> bool:  # t
     """An independent reading of an order description: what a careful agent would check."""
     if "recent" in said or "last order" in said:
         return order["placed_at"] == max(o["placed_at"] for o in orders)
+    if said.startswith(("the order I placed on ", "my order from ")):
+        month, day = said.rsplit(" ", 2)[-2:]
+        return order["placed_at"][5:10] == f"{scenarios.MONTHS.index(month) + 1:02d}-{int(day):02d}"
     product = said.split(" the ", 1)[1].removesuffix(" in it")
     return product in scenarios.order_products(ep, order["order_id"])
 

@@ -18,7 +18,8 @@ from toolworld.tasks import Task, TaskSet
 from toolworld.tasks.generate import TaskBuilder, generate, parse_mix
 from toolworld.tasks.graph import ToolGraph
 from toolworld.tasks.model import export_parquet
-from toolworld.tasks.verify import task_stats, verify_task
+from toolworld.tasks.stats import task_stats
+from toolworld.tasks.verify import verify_task
 
 RETAIL = get_world("retail")
 runner = CliRunner()

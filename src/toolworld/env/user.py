@@ -95,11 +95,12 @@ _SYNONYMS: dict[str, tuple[str, ...]] = {
     "order_number": ("order",),
     "order_numbers": ("order",),
     "card_last4": ("card", "last four", "last 4", "digits"),
+    "new_address": ("address", "where should", "where would", "where do you want", "ship it to", "send it to"),
     "last4": ("card", "last four", "last 4", "digits"),
 }
 _SPOKEN: dict[str, str] = {
     "order_id": "order number", "order_ids": "order numbers", "zip": "zip code", "last4": "card ends in",
-    "card_last4": "card ends in", "email": "email", "full_name": "name",
+    "card_last4": "card ends in", "email": "email", "full_name": "name", "new_address": "new address",
 }  # fmt: skip
 
 

@@ -140,7 +140,8 @@ class TaskBuilder:
                                 level=level(len(gold), writes, len(demands)))  # type: ignore[arg-type]  # fmt: skip
         scenario = Scenario(demands=demands, needs=draft.needs, contingency=draft.contingency,
                             facts=list(getattr(phrased, "facts", [])),
-                            templates=list(getattr(phrased, "templates", [])))  # fmt: skip
+                            templates=list(getattr(phrased, "templates", [])),
+                            withheld=[key for t in draft.targets for key in t.withheld.values()])  # fmt: skip
         task = Task(
             id=Task.content_id(self.world.name, self.seed, instruction, changes),
             world=self.world.name,

@@ -216,6 +216,13 @@ class TaskKit:
         raise ToolworldError(f"world {self.world.name!r} has no contingency templates of kind {kind!r}; its task "
                              "kit must return some from contingency_templates()", kind="unknown_contingency")  # fmt: skip
 
+    def withheld_templates(self, tool: str) -> list[str]:
+        """Requests for ``tool`` that leave out the values a piecemeal user gives only when asked (a new address).
+
+        The default is one generic sentence per tool: a kit that withholds values phrases them its own way.
+        """
+        return [f"I need to {tool.replace('_', ' ')}, please."]
+
     def revision_templates(self, tool: str) -> list[str]:
         """What a user who changed their mind says when asked to confirm ``tool`` (slots: its arguments).
 

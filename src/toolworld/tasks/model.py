@@ -104,6 +104,8 @@ class Scenario(_Strict):
     facts: list[str] = Field(default_factory=list, description="Strings the instruction must contain for the "
                              "task to be solvable (a rephrasing that drops one is rejected).")
     templates: list[str] = Field(default_factory=list, description="Ids of the templates the instruction used.")
+    withheld: list[str] = Field(default_factory=list, description="Keys of ``user.known`` the request leaves out "
+                                "(a piecemeal user's new address): the user gives them only when asked.")
 
 
 class Difficulty(_Strict):

@@ -82,13 +82,19 @@ def phrase(draft: Draft, kit: TaskKit, ep: Episode, rng: Rng) -> Phrased:
     else:
         for i, target in enumerate(draft.targets):
             slots, facts = _target_slots(target, kit, ep, draft)
-            idx, template = _pick(kit.intent_templates(target.tool, target.said or target.arguments), slots, rng,
-                                  f"intent templates of {target.tool}")  # fmt: skip
+            templates = kit.intent_templates(target.tool, target.said or target.arguments)
+            if target.withheld:  # values the user gives only when asked: neither said nor a fact of the request
+                for slot in target.withheld:
+                    slots.pop(slot, None)
+                    facts.pop(slot, None)
+                templates = kit.withheld_templates(target.tool)
+            idx, template = _pick(templates, slots, rng, f"intent templates of {target.tool}")
             sentence = _sentence(_fill(template, slots))
             if i:
                 sentence = rng.choice(JOINERS) + _lower_first(sentence, said.facts + _used(template, facts))
             said.sentences.append(sentence)
-            said.templates.append(f"{world}:intent:{target.tool}:{idx}")
+            kind = "withheld" if target.withheld else "intent"
+            said.templates.append(f"{world}:{kind}:{target.tool}:{idx}")
             said.facts += _used(template, facts)
     request = " ".join(said.sentences)
     ident = draft.identity

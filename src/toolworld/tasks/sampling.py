@@ -68,6 +68,9 @@ class Target:
     slots: dict[str, str] = field(default_factory=dict)
     # The arguments the request speaks of when they are not the gold's (a change of mind: the first wish).
     said: dict[str, Any] | None = None
+    # Slots the request leaves out, by the ``user.known`` key the user gives when asked (a piecemeal user:
+    # {"address": "new_address"}); phrased with the kit's ``withheld_templates``.
+    withheld: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -529,7 +532,9 @@ def sampler(name: str, *, kind: TaskKind = "action", usable: Callable[[Synthesiz
 
 @sampler("target")
 def target_sampler(synth: Synthesizer, conv: Conversation, index: int) -> list[Target]:
-    return synth._first(conv, synth.cycle(index, synth.write_tools)[:3], "action")
+    # Only the draw's own tool: a user for whom it cannot be done is replaced by another (``draw``'s retries)
+    # rather than the tool by one that always works, which would skew the mix toward writes any user can make.
+    return synth._first(conv, synth.cycle(index, synth.write_tools)[:1], "action")
 
 
 @sampler("greedy")

@@ -181,24 +181,3 @@ def verify_tasks(tasks: Iterable[tuple[int | None, Task]], *, resolve: Callable[
         if on_progress is not None:
             on_progress(n)
     return report
-
-
-def task_stats(tasks: list[Task]) -> dict[str, Any]:
-    """Coverage and difficulty of a task set (what ``toolworld tasks stats`` prints)."""
-    n = len(tasks)
-    targets: Counter[str] = Counter()
-    for t in tasks:
-        targets.update(t.provenance.targets)
-    return {
-        "tasks": n,
-        "worlds": dict(Counter(t.world for t in tasks)),
-        "kinds": dict(Counter(t.kind for t in tasks)),
-        "refusal_share": round(sum(t.kind == "refusal" for t in tasks) / n, 4) if n else 0.0,
-        "samplers": dict(Counter(t.provenance.sampler for t in tasks)),
-        "targets": dict(sorted(targets.items())),
-        "refusal_rules": dict(sorted(Counter(t.refusal.rule for t in tasks if t.refusal).items())),
-        "path_length": dict(sorted(Counter(t.difficulty.path_length for t in tasks).items())),
-        "writes": dict(sorted(Counter(t.difficulty.writes for t in tasks).items())),
-        "level": {k: v for k in ("easy", "medium", "hard") if (v := sum(t.difficulty.level == k for t in tasks))},
-        "distractors": dict(sorted(Counter(min(t.difficulty.distractors, 10) for t in tasks).items())),
-    }

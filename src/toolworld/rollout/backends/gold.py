@@ -92,6 +92,8 @@ class GoldPolicy:
         questions: list[str] = []
         if "piecemeal" in task.user.behaviour and first is not None and first.name in identification:
             questions = [fact_request(name, i) for i, name in enumerate(first.arguments)]
+        # What the request left out and the customer gives only when asked (a piecemeal user's new address).
+        questions += [fact_request(key, len(questions) + i) for i, key in enumerate(task.scenario.withheld)]
         return GoldSession(task, self.plan(task, seed), consent, questions=questions)
 
     def plan(self, task: Task, seed: int = 0) -> tuple[list[_Planned], list[dict[str, Any]]]:

@@ -370,3 +370,23 @@ REVISIONS: dict[str, list[str]] = {
 
 #: Slots whose text is wording, not a fact the agent needs verbatim (a rewrite may say it its own way).
 FREE_SLOTS = ("reason", "Reason", "summary")
+
+#: Requests that leave the new address out: a piecemeal customer gives it only when the agent asks for it.
+WITHHELD: dict[str, list[str]] = {
+    "modify_user_address": [
+        "I've moved and need to update the address on my account.",
+        "My address has changed. Can you update it on my account?",
+        "I need to change my default address, I just moved.",
+        "Could you help me update my address? I moved last week.",
+        "New place, new address. I'd like my account updated.",
+        "I want to change the address you have on file for me.",
+    ],
+    "modify_pending_order_address": [
+        "I need {order} to go to a different address.",
+        "Can I still change where {order} is being shipped?",
+        "I'd like to send {order} somewhere else. Can you change the shipping address?",
+        "The shipping address on {order} is wrong; I need to give you a new one.",
+        "Please change the delivery address for {order}.",
+        "I won't be home for {order}. Can you ship it to another address?",
+    ],
+}

@@ -30,6 +30,7 @@ P_NEED_ITEM = 0.85
 P_NEED_PAYMENT = 0.75
 P_REVISION = 0.35
 P_PIECEMEAL = 0.25
+P_WITHHOLD_ADDRESS = 0.8
 
 UNKNOWN_ORDER_LINES = (
     "I don't have the order number at hand, sorry.",
@@ -44,6 +45,7 @@ UNKNOWN_EMAIL_LINES = (
 )
 ITEMS_TOOLS = ("modify_pending_order_items", "exchange_delivered_order_items")
 RETURN_OR_EXCHANGE = ("return_delivered_order_items", "exchange_delivered_order_items")
+ADDRESS_TOOLS = ("modify_user_address", "modify_pending_order_address")
 
 
 # -- looking things up on the seed state ------------------------------------------------------------------------
@@ -99,6 +101,10 @@ def describe_order(ep: Episode, user_id: Any, order_id: str, rng: Rng) -> str | 
     latest = max(orders, key=lambda o: o["placed_at"])
     if latest["order_id"] == order_id and sum(o["placed_at"] == latest["placed_at"] for o in orders) == 1:
         options += ["my most recent order", "the last order I placed"]
+    day = next(o["placed_at"][:10] for o in orders if o["order_id"] == order_id)
+    if sum(o["placed_at"][:10] == day for o in orders) == 1:
+        spoken = _spoken_date(day)
+        options += [f"the order I placed on {spoken}", f"my order from {spoken}"]
     mine = order_products(ep, order_id)
     others = set().union(*(order_products(ep, o["order_id"]) for o in orders if o["order_id"] != order_id))
     unique = sorted(mine - others)
@@ -126,6 +132,16 @@ def ship_address(ep: Episode, order_id: str) -> dict[str, str] | None:
 def order_items(ep: Episode, order_id: str) -> list[str]:
     return [r["item_id"] for r in ep.query("SELECT item_id FROM order_items WHERE order_id = ? ORDER BY item_id",
                                            (order_id,))]  # fmt: skip
+
+
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December")
+
+
+def _spoken_date(day: str) -> str:
+    """'2026-04-12' as a customer says it: 'April 12'."""
+    _, month, date = day.split("-")
+    return f"{MONTHS[int(month) - 1]} {int(date)}"
 
 
 def payment_phrases(kit: RetailKit, ep: Episode, user_id: Any) -> dict[str, str]:
@@ -240,6 +256,12 @@ def dress(kit: RetailKit, draft: Draft, ep: Episode, rng: Rng) -> None:
         draft.profile.behaviour.append("piecemeal")
         draft.speech.identity = False
         draft.demand("piecemeal")
+        # The new address too, when it is one the user types out (not a need such as "my address on file").
+        for target in draft.targets:
+            if target.tool in ADDRESS_TOOLS and "address" not in target.slots and not target.said and \
+                    "new_address" not in draft.profile.known and rng.chance(P_WITHHOLD_ADDRESS):  # fmt: skip
+                draft.profile.known["new_address"] = kit.slots(target.tool, ep, target.arguments, draft.profile)["address"]
+                target.withheld["address"] = "new_address"
 
 
 def _need(draft: Draft, target: Target, slot: str, said: str, value: Any) -> None:

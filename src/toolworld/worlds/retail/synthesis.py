@@ -22,7 +22,7 @@ from toolworld.world import Episode, Rng, World
 
 from . import rules, scenarios, vocab
 from .common import CANCEL_REASONS, TRANSFER_REASONS
-from .phrases import CONTINGENCIES, FREE_SLOTS, IDENTITY, INTENTS, OPENERS, REASON_PHRASES, REVISIONS, TONES
+from .phrases import CONTINGENCIES, FREE_SLOTS, IDENTITY, INTENTS, OPENERS, REASON_PHRASES, REVISIONS, TONES, WITHHELD
 
 if TYPE_CHECKING:
     from toolworld.tasks.quality import CoherenceRule
@@ -223,6 +223,9 @@ class RetailKit(TaskKit):
 
     def revision_templates(self, tool: str) -> list[str]:
         return REVISIONS.get(tool) or super().revision_templates(tool)
+
+    def withheld_templates(self, tool: str) -> list[str]:
+        return WITHHELD.get(tool) or super().withheld_templates(tool)
 
     def _item_facts(self, ep: Episode, item_id: str) -> list[str]:
         match = _ITEM.fullmatch(self._item(ep, item_id, ""))
