@@ -211,7 +211,7 @@ def test_a_hand_built_swap_with_a_fallback(world: Any) -> None:
         profile = UserProfile(name="x", persona="terse", known={"email": user["email"]})
         args = {"order_id": line["order_id"], "item_ids": [line["item_id"]], "new_item_ids": [others[0]],
                 "payment_method_id": pm}  # fmt: skip
-        first, second = kit._item(ep, others[0], "the "), kit._item(ep, others[1], "the ")
+        first, second = kit.item(ep, others[0], "the "), kit.item(ep, others[1], "the ")
         draft = Draft(kind="action", sampler="contingency", principal=line["user_id"], profile=profile,
                       identity=Step("find_user_by_email", {"email": user["email"]}, "identify"), steps=[],
                       targets=[Target("modify_pending_order_items", args)],
@@ -369,17 +369,31 @@ def test_generate_phrasing_option(rewriter: None, tmp_path) -> None:
     assert not out.exists(), "a bad SPEC fails before generating"
     res = runner.invoke(app, ["tasks", "generate", "retail", "-n", "3", "-o", str(out), "--phrasing", "gpt"])
     assert res.exit_code == 1 and "template or llm:SPEC" in res.output
-    res = runner.invoke(app, ["tasks", "generate", "retail", "-n", "3", "-o", str(out), "--phrasing",
-                              "llm:rewriter:mode=raise"], catch_exceptions=False)  # fmt: skip
+    # target draws: no conditional requests, which keep their template text (skipped)
+    res = runner.invoke(app, ["tasks", "generate", "retail", "-n", "3", "-o", str(out), "--sampler", "target",
+                              "--phrasing", "llm:rewriter:mode=raise"], catch_exceptions=False)  # fmt: skip
     said = " ".join(res.output.split())
     assert res.exit_code == 0, res.output
     assert "reworded by rewriter:mode=raise: kept 0, rejected 0 (a fact missing), failed 3 (model errors)" in said
     template_text = [json.loads(line)["instruction"] for line in out.read_text().splitlines()]
     assert len(template_text) == 3, "a failing model keeps every task"
 
-    res = runner.invoke(app, ["tasks", "generate", "retail", "-n", "3", "-o", str(out), "--phrasing",
-                              "llm:rewriter:mode=shout"], catch_exceptions=False)  # fmt: skip
+    res = runner.invoke(app, ["tasks", "generate", "retail", "-n", "3", "-o", str(out), "--sampler", "target",
+                              "--phrasing", "llm:rewriter:mode=shout"], catch_exceptions=False)  # fmt: skip
     assert res.exit_code == 0 and "kept 3, rejected 0" in " ".join(res.output.split()), res.output
     tasks = [Task.model_validate_json(line) for line in out.read_text().splitlines()]
     assert [t.instruction for t in tasks] == [t.upper() for t in template_text]
     assert all(t.id == Task.content_id(t.world, t.seed, t.instruction, t.expected_changes) for t in tasks)
+
+
+def test_rephrase_leaves_conditional_requests_alone(rewriter: None) -> None:
+    """A rewrite can keep every fact and still swap which branch goes with which condition: a conditional
+    request keeps its template text (counted as skipped), the others are reworded."""
+    from toolworld.tasks.generate import generate
+
+    conditional = generate("retail", 3, seed=0, sampler="contingency").tasks
+    plain = generate("retail", 2, seed=0, sampler="target").tasks
+    out, stats = rephrase([*conditional, *plain], "rewriter:mode=shout")
+    assert stats.skipped == 3 and stats.kept == 2
+    assert [t.instruction for t in out[:3]] == [t.instruction for t in conditional]
+    assert [t.instruction for t in out[3:]] == [t.instruction.upper() for t in plain]

@@ -163,13 +163,15 @@ def test_an_agent_that_makes_the_first_wish_fails(world, revised):
     g = [ToolCall(a.name, dict(a.arguments)) for a in revised.gold_actions]
     initial = revised.user.revision.initial[0]
     first = ToolCall(initial.name, dict(initial.arguments))
-    # it asks, hears the change of mind, asks again about the first wish, gets a yes and makes it
+    # it asks, hears the change of mind, asks again about the first wish (and hears it again: the user never
+    # consents to the wish they withdrew), and makes it anyway
     stubborn = run(run_episode(world, revised, ScriptedPolicy([*g[:2], confirmation_request(first),
                                                                 confirmation_request(first), first,
                                                                 gold_answer(revised)])))  # fmt: skip
     result = score(world, revised, stubborn)
     assert not result.success and result.reward < 1.0
-    assert components(result)["state"] is False and components(result)["confirmed"] is True  # the state fails it
+    assert components(result)["state"] is False and components(result)["confirmed"] is False
+    assert texts(stubborn, "user").count(revised.user.revision.message) == 2
     assert result.wrong_values
     # it writes right after the change of mind: the state is wrong and the write was never said yes to
     hasty = run(run_episode(world, revised, ScriptedPolicy([*g[:2], confirmation_request(first), first,

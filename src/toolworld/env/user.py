@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ..records.messages import Message
+from ..scoring.conduct import mentions
 
 if TYPE_CHECKING:
     from ..rollout.policy import Policy
@@ -95,7 +96,9 @@ _SYNONYMS: dict[str, tuple[str, ...]] = {
     "order_number": ("order",),
     "order_numbers": ("order",),
     "card_last4": ("card", "last four", "last 4", "digits"),
-    "new_address": ("address", "where should", "where would", "where do you want", "ship it to", "send it to"),
+    # Not a bare "address": "your email address" asks for something else.
+    "new_address": ("new address", "which address", "what address", "the address", "your address", "address should",
+                    "address would", "address do you", "ship it to", "send it to", "deliver it to"),
     "last4": ("card", "last four", "last 4", "digits"),
 }
 _SPOKEN: dict[str, str] = {
@@ -157,7 +160,7 @@ def answer_facts(text: str, known: dict[str, Any], unknown: dict[str, str] | Non
     unknown = unknown or {}
     # A fact listed as unknown is not told even if ``known`` has it too: the line is what the user says.
     facts = [(at, i, _say(key, value)) for i, (key, value) in enumerate(known.items())
-             if key not in unknown and (at := _asked_at(low, key)) is not None]  # fmt: skip
+             if key not in unknown and value not in (None, "", [], {}) and (at := _asked_at(low, key)) is not None]  # fmt: skip
     if piecemeal:
         facts = sorted(facts)[:1]
     said = [line for _, _, line in facts]
@@ -196,6 +199,17 @@ class ScriptedUserSession:
     async def respond(self, messages: list[Message]) -> UserReply:
         return self.reply(messages)
 
+    def _first_wish_values(self) -> dict[str, Any]:
+        """The first wish's argument values that differ from the gold call of the same tool."""
+        revision = self.task.user.revision
+        if revision is None:
+            return {}
+        out: dict[str, Any] = {}
+        for first in revision.initial:
+            final = next((a.arguments for a in self.task.gold_actions if a.name == first.name), {})
+            out.update({k: v for k, v in first.arguments.items() if final.get(k) != v})
+        return out
+
     def reply(self, messages: list[Message]) -> UserReply:
         """The scripted decision (synchronous: it is pure text matching)."""
         if self.turns == 0:
@@ -209,9 +223,10 @@ class ScriptedUserSession:
         self.turns += 1
         user = self.task.user
         if _CONFIRM.search(text):
-            # The change of mind comes when the agent is about to act on the first wish, as it would in a
-            # real conversation; every later request for consent is about the revised wish and gets a yes.
-            if user.revision is not None and not self.revised:
+            # The change of mind comes when the agent reads back the first wish (a value of it the final wish does
+            # not have), as it would in a real conversation, and again whenever the agent proposes it anew; a
+            # question that only looks like one ("May I have your email?") is not a proposal of anything.
+            if user.revision is not None and mentions(text, self._first_wish_values()):
                 self.revised = True
                 return UserReply(user.revision.message)
             # For a refusal task the forbidden change is what the user asked for, so they agree too: it is

@@ -95,11 +95,12 @@ class TaskBuilder:
         rng = Rng(f"{self.world.name}/{self.seed}/{index}/phrase")
         with self.world.episode(self.seed) as ep:  # the seed state: what the user speaks of
             self.kit.dress(draft, ep, Rng(f"{self.world.name}/{self.seed}/{index}/dress"))
-            calls = self._gold_calls(draft, ep)
+            calls, scenario_count = self._gold_calls(draft, ep)
             phrased = phrase(draft, self.kit, ep, rng)
         instruction = str(getattr(phrased, "text", phrased))
         targets = {id(t) for t in draft.steps if t.role == "target"}
         target_at = [i for i, (_, _, step) in enumerate(calls) if step is not None and id(step) in targets]
+        scenario_reads = list(range(1, 1 + scenario_count))  # right after the identification (``_gold_calls``)
 
         with self.world.episode(self.seed) as ep:  # gold execution on a fresh episode: what gold really does
             outputs = self._execute(ep, [(n, a) for n, a, _ in calls])
@@ -120,7 +121,7 @@ class TaskBuilder:
         names_args = [(n, a) for n, a, _ in calls]
         forbidden = [(draft.targets[0].tool, draft.targets[0].arguments)] if draft.kind == "refusal" else []
         user = self._user(draft, phrased)
-        useful = useful_steps(names_args, outputs, self.world, self.kit, expected_steps=set(target_at),
+        useful = useful_steps(names_args, outputs, self.world, self.kit, expected_steps={*target_at, *scenario_reads},
                               known=list(user.known.values()), forbidden=forbidden[0] if forbidden else None)  # fmt: skip
         keep = [i for i in range(len(calls)) if useful[i]]
         gold = [Action(name=calls[i][0], arguments=calls[i][1], output_digest=output_digest(outputs[i])) for i in keep]
@@ -141,7 +142,8 @@ class TaskBuilder:
         scenario = Scenario(demands=demands, needs=draft.needs, contingency=draft.contingency,
                             facts=list(getattr(phrased, "facts", [])),
                             templates=list(getattr(phrased, "templates", [])),
-                            withheld=[key for t in draft.targets for key in t.withheld.values()])  # fmt: skip
+                            withheld=[key for t in draft.targets for key in t.withheld.values()],
+                            reads=[position[i] for i in scenario_reads])  # fmt: skip
         task = Task(
             id=Task.content_id(self.world.name, self.seed, instruction, changes),
             world=self.world.name,
@@ -168,22 +170,32 @@ class TaskBuilder:
 
     # -- the gold path --------------------------------------------------------------------------------------
 
-    def _gold_calls(self, draft: Draft, ep: Episode) -> list[tuple[str, dict[str, Any], Step | None]]:
+    def _gold_calls(self, draft: Draft, ep: Episode) -> tuple[list[tuple[str, dict[str, Any], Step | None]], int]:
         """The draft's steps, plus a read that finds each value the user cannot quote and the checks a careful
-        agent makes before each write (or before refusing one), in conversation order."""
+        agent makes before each write (or before refusing one), in conversation order; and how many of them,
+        right after the identification, are the scenario's reads."""
         calls: list[tuple[str, dict[str, Any], Step | None]] = [(s.name, s.arguments, s) for s in draft.steps]
         # Right after the identification: first the reads that find what the user cannot quote, then those that
         # show a need's answer (which may read what the first found); a value is used only once it is found.
         front: list[Call] = []
+        shown: set[tuple[str, Any]] = set()  # what the kit's own reads yield (its finder for an order, say)
+        for name, args in draft.reads:
+            result = ep.call(name, args)
+            if not result.ok:
+                raise Drop("scenario_read_failed")
+            for kind, path in self.specs[name].yields.items():
+                shown.update((kind, v) for v in extract_path(result.output, path))
         for kind, value in draft.unknown:
+            if (kind, value) in shown:
+                continue
             if not any(self._yields(s, kind, value) for s in draft.steps if s.role == "identify"):
                 found = self._finder(ep, draft, kind, value)
                 if found is None:
                     raise Drop("unknown_fact_unreachable")
                 front.append(found)
         front += [(name, args) for name, args in draft.reads]
+        ahead: list[tuple[str, dict[str, Any], Step | None]] = []
         if front:
-            ahead: list[tuple[str, dict[str, Any], Step | None]] = []
             for name, args in front:
                 if any(c[0] == name and c[1] == args for c in ahead):
                     continue
@@ -201,7 +213,7 @@ class TaskBuilder:
                         out.append((check[0], check[1], None))
             if i < len(calls):
                 out.append((name, args, step))
-        return out
+        return out, len(ahead)
 
     def _yields(self, step: Step, kind: str, value: Any) -> bool:
         path = self.specs[step.name].yields.get(kind)
@@ -268,6 +280,8 @@ class TaskBuilder:
         for key, value in draft.profile.known.items():
             if key in self.kit.known_entity_keys and isinstance(value, list):
                 value = [v for v in value if v in mentioned and v not in unknown]
+                if not value:  # nothing of that kind is the user's to quote in this task
+                    continue
             known[key] = value
         update: dict[str, Any] = {"known": known}
         if draft.revision:

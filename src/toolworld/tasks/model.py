@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..core.files import atomic_path, atomic_text_writer
 from ..core.jsonutil import canonical_json
@@ -26,6 +26,11 @@ TaskKind = Literal["action", "refusal", "info"]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+BEHAVIOURS = ("piecemeal",)
+"""How a user may talk, beyond the facts they know: ``piecemeal`` gives one fact per answer, and says nothing
+of who they are (or of a value the request leaves out) until asked."""
 
 
 class UserProfile(_Strict):
@@ -43,8 +48,17 @@ class UserProfile(_Strict):
                                     "they say when asked for it, e.g. {'order_id': \"I don't have the order number.\"}.")
     behaviour: list[str] = Field(default_factory=list, description="How the user talks: 'piecemeal' (one fact "
                                  "per answer, identity only when asked).")
-    revision: Revision | None = Field(default=None, description="A change of mind, said when the agent first "
-                                      "asks to confirm a write.")
+    revision: Revision | None = Field(default=None, description="A change of mind, said when the agent reads "
+                                      "the first wish back to confirm it.")
+
+    @field_validator("behaviour")
+    @classmethod
+    def _known_behaviours(cls, value: list[str]) -> list[str]:
+        """A misspelt behaviour would silently make a plain user: user simulators act only on those they know."""
+        bad = [b for b in value if b not in BEHAVIOURS]
+        if bad:
+            raise ValueError(f"unknown behaviour {bad}; known: {', '.join(BEHAVIOURS)}")
+        return value
 
 
 class Action(_Strict):
@@ -104,8 +118,19 @@ class Scenario(_Strict):
     facts: list[str] = Field(default_factory=list, description="Strings the instruction must contain for the "
                              "task to be solvable (a rephrasing that drops one is rejected).")
     templates: list[str] = Field(default_factory=list, description="Ids of the templates the instruction used.")
+    reads: list[int] = Field(default_factory=list, description="Gold steps that find what the user cannot quote or "
+                             "show a need's answer (the orders listed with their dates; the order whose address is "
+                             "meant): they serve the scenario even where another read shows the same values.")
     withheld: list[str] = Field(default_factory=list, description="Keys of ``user.known`` the request leaves out "
                                 "(a piecemeal user's new address): the user gives them only when asked.")
+
+    @field_validator("demands")
+    @classmethod
+    def _known_demands(cls, value: list[str]) -> list[str]:
+        bad = [d for d in value if d not in DEMANDS]
+        if bad:
+            raise ValueError(f"unknown demand {bad}; known: {', '.join(DEMANDS)}")
+        return value
 
 
 class Difficulty(_Strict):

@@ -31,6 +31,7 @@ CLOSINGS = ("", " Thanks.", " Thank you!", " Thanks in advance.", " I'd apprecia
 JOINERS = ("Also, ", "And ", "After that, ", "One more thing: ", "Then ")
 # A body that already greets gets no second greeting ("Hi there! Hi, ...").
 _GREETS = re.compile(r"^(hi|hello|hey|good (morning|afternoon|evening))\b", re.IGNORECASE)
+_GREETING_START = re.compile(r"^(?:hi|hello|hey)(?: there)?[,.!]?\s+(?:(?:quick one|so)[,:]\s+)?", re.IGNORECASE)
 
 
 class PhrasingError(ToolworldError):
@@ -90,6 +91,8 @@ def phrase(draft: Draft, kit: TaskKit, ep: Episode, rng: Rng) -> Phrased:
                 templates = kit.withheld_templates(target.tool)
             idx, template = _pick(templates, slots, rng, f"intent templates of {target.tool}")
             sentence = _sentence(_fill(template, slots))
+            if i or not draft.speech.identity:  # after a joiner or an opener, a template's own "Hi," is one too many
+                sentence = _sentence(_GREETING_START.sub("", sentence, count=1)) or sentence
             if i:
                 sentence = rng.choice(JOINERS) + _lower_first(sentence, said.facts + _used(template, facts))
             said.sentences.append(sentence)
@@ -196,8 +199,11 @@ def _fields(template: str) -> set[str]:
 
 
 def _used(template: str, facts: Mapping[str, list[str]]) -> list[str]:
-    """The facts of the slots a template actually says (a slot the template leaves out carries none)."""
-    return [f for name in _fields(template) for f in facts.get(name, [])]
+    """The facts of the slots a template actually says (a slot the template leaves out carries none), in the
+    order the template says them: a set's order would change with the interpreter's hash seed, and with it
+    the task file that must be byte-identical for one seed."""
+    names = [name for _, name, _, _ in string.Formatter().parse(template) if name]
+    return [f for name in dict.fromkeys(names) for f in facts.get(name, [])]
 
 
 def _unique(items: list[str]) -> list[str]:
@@ -251,7 +257,7 @@ def missing_facts(text: str, facts: Sequence[str]) -> list[str]:
 @dataclass
 class RephraseStats:
     """What ``rephrase`` did: ``kept`` rewrites, ``rejected`` (a fact missing), ``failed`` (the model errored),
-    ``skipped`` (a task that records no facts, so no rewrite of it could be checked)."""
+    ``skipped`` (a task that records no facts, or a conditional one, so no rewrite of it could be checked)."""
 
     kept: int = 0
     rejected: int = 0
@@ -288,7 +294,9 @@ def rephrase(tasks: Sequence[Task], policy_spec: str | Policy, *, concurrency: i
     out: list[Task] = list(tasks)
 
     async def one(i: int, task: Task, gate: asyncio.Semaphore) -> None:
-        if not task.scenario.facts:
+        # A conditional request's meaning is in its structure (which branch on which condition, which choice
+        # first), which no list of facts can check in a rewrite: such requests keep their template text.
+        if not task.scenario.facts or task.scenario.contingency is not None:
             stats.skipped += 1
             return
         async with gate:

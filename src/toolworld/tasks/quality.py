@@ -303,9 +303,10 @@ def identity_kinds(kit: TaskKit) -> set[str]:
 
 
 def expected_steps(task: Task) -> set[int]:
-    """Indices of gold steps whose result the agent must tell; outputs recorded without a step (older tasks)
-    make every call of a target tool count."""
-    steps = {o.step for o in task.expected_outputs if o.step is not None}
+    """Indices of gold steps that serve a purpose of their own: those whose result the agent must tell, and the
+    scenario's reads (``Scenario.reads``: finding an order the user cannot number, showing a need's answer).
+    Outputs recorded without a step (older tasks) make every call of a target tool count."""
+    steps = {o.step for o in task.expected_outputs if o.step is not None} | set(task.scenario.reads)
     if any(o.step is None for o in task.expected_outputs) or (task.kind == "info" and not steps):
         steps |= {i for i, a in enumerate(task.gold_actions) if a.name in task.provenance.targets}
     return steps

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 #: The world's fixed clock. Every date in the seed data is before it; date rules are measured from it.
 NOW = "2026-05-15T12:00:00Z"
@@ -23,6 +25,7 @@ TRANSFER_REASONS: dict[str, tuple[str, ...]] = {
     "The item is not what the description said and I want to discuss it with someone.": ("delivered",),
 }  # fmt: skip
 CARRIERS = ("UPS", "FedEx", "USPS", "DHL")
+CARD_KINDS = ("credit_card", "debit_card")
 US_STATES = (
     "AL", "AK", "AZ", "AR", "CA", "CO", "CT", "DE", "DC", "FL", "GA", "HI", "ID", "IL", "IN", "IA", "KS", "KY", "LA",
     "ME", "MD", "MA", "MI", "MN", "MS", "MO", "MT", "NE", "NV", "NH", "NJ", "NM", "NY", "NC", "ND", "OH", "OK", "OR",
@@ -50,3 +53,19 @@ def shipping_for(subtotal_cents: int) -> int:
 def dollars(cents: int | None) -> float | None:
     """Cents as a dollar amount rounded to the cent (what tools show to agents)."""
     return None if cents is None else round(cents / 100, 2)
+
+
+def payment_key(method: Mapping[str, Any]) -> tuple[str, ...]:
+    """What a customer can say to name a payment method (a ``payment_methods`` row): brand, kind and last four
+    of a card; only the kind of a gift card or a PayPal account ("my gift card")."""
+    if method["kind"] in CARD_KINDS:
+        return (str(method["kind"]), str(method["brand"]).lower(), str(method["last_four"]))
+    return (str(method["kind"]),)
+
+
+def payment_phrase(method: Mapping[str, Any]) -> str:
+    """The method as the customer names it: requests, the task kit and the coherence rules all use this."""
+    if method["kind"] in CARD_KINDS:
+        kind = str(method["kind"]).replace("_", " ")
+        return f"my {str(method['brand']).title()} {kind} ending in {method['last_four']}"
+    return "my gift card" if method["kind"] == "gift_card" else "my PayPal account"

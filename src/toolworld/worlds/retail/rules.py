@@ -26,10 +26,9 @@ from toolworld.tasks.model import Action, Task
 from toolworld.tasks.quality import CoherenceRule, writes_of
 from toolworld.world import Episode
 
-from .common import TRANSFER_REASONS
+from .common import TRANSFER_REASONS, payment_key, payment_phrase
 
 TRANSFER = "transfer_to_human_agent"
-CARD_KINDS = ("credit_card", "debit_card")
 
 
 # -- checks before a write -------------------------------------------------------------------------------------
@@ -112,22 +111,6 @@ def plausible_refusal(task: Task, ep: Episode) -> str | None:
             and pm in _net_paid_methods(ep, order["order_id"]):  # fmt: skip
         return f"the refused {forbidden.name} asks to pay {order['order_id']} with {pm}, the method already charged"
     return None
-
-
-def payment_key(method: Mapping[str, Any]) -> tuple[str, ...]:
-    """What the user can say to name a payment method: brand, kind and last four of a card; only the kind of
-    a gift card or a PayPal account ("my gift card")."""
-    if method["kind"] in CARD_KINDS:
-        return (str(method["kind"]), str(method["brand"]).lower(), str(method["last_four"]))
-    return (str(method["kind"]),)
-
-
-def payment_phrase(method: Mapping[str, Any]) -> str:
-    """The method as the user names it (the phrasing of the request)."""
-    if method["kind"] in CARD_KINDS:
-        kind = method["kind"].replace("_", " ")
-        return f"my {str(method['brand']).title()} {kind} ending in {method['last_four']}"
-    return "my gift card" if method["kind"] == "gift_card" else "my PayPal account"
 
 
 def _spoken_calls(task: Task) -> list[tuple[str, Action]]:

@@ -18,25 +18,26 @@ from toolworld.tasks.sampling import Draft, Plan, Target
 from toolworld.world import Episode, Rng
 
 from . import vocab
-from .common import CANCEL_REASONS
+from .common import CANCEL_REASONS, CARD_KINDS
 
 if TYPE_CHECKING:
     from .synthesis import RetailKit
 
 # How often each scenario is used where it applies (tuned on the default mix: see docs/benchmarks.md).
-P_UNKNOWN_ORDER = 0.75
+P_UNKNOWN_ORDER = 0.85
 P_UNKNOWN_EMAIL = 0.35
 P_NEED_ITEM = 0.85
 P_NEED_PAYMENT = 0.75
 P_REVISION = 0.35
 P_PIECEMEAL = 0.25
+P_PIECEMEAL_FORGOT = 0.6
 P_WITHHOLD_ADDRESS = 0.8
 
 UNKNOWN_ORDER_LINES = (
-    "I don't have the order number at hand, sorry.",
-    "I can't find the receipt, so I don't know the order number.",
-    "No idea what the order number is, I'm afraid.",
-    "I deleted the confirmation email, so I don't have the order number.",
+    "I don't have that order's number at hand, sorry.",
+    "I can't find the receipt for that one, so I don't know its order number.",
+    "No idea what that order's number is, I'm afraid.",
+    "I deleted the confirmation email for that order, so I don't have its number.",
 )
 UNKNOWN_EMAIL_LINES = (
     "I don't remember which email I used for the account.",
@@ -54,11 +55,6 @@ ADDRESS_TOOLS = ("modify_user_address", "modify_pending_order_address")
 def user_orders(ep: Episode, user_id: Any) -> list[dict[str, Any]]:
     return ep.query("SELECT order_id, status, placed_at, delivered_at FROM orders WHERE user_id = ? ORDER BY order_id",
                     (user_id,))  # fmt: skip
-
-
-def order_products(ep: Episode, order_id: str) -> set[str]:
-    return {r["name"] for r in ep.query("SELECT DISTINCT p.name FROM order_items oi JOIN products p ON p.product_id = "
-                                        "oi.product_id WHERE oi.order_id = ?", (order_id,))}  # fmt: skip
 
 
 def charged_methods(ep: Episode, order_id: str) -> list[str]:
@@ -93,25 +89,32 @@ def option_order(product: str, dim: str) -> list[str]:
 
 
 def describe_order(ep: Episode, user_id: Any, order_id: str, rng: Rng) -> str | None:
-    """How a customer who lost the order number points at the order, if that picks it out among theirs."""
+    """How a customer who lost the order number points at the order, if that picks it out among theirs.
+
+    Only by what the account's order list shows (``list_user_orders``: date and status), so that the gold can
+    read the list and see why this order is the one meant: "my most recent order", "the order I placed on
+    May 3", "the order that hasn't shipped yet".
+    """
     orders = user_orders(ep, user_id)
     if len(orders) < 2:
         return None
+    me = next(o for o in orders if o["order_id"] == order_id)
     options = []
-    latest = max(orders, key=lambda o: o["placed_at"])
-    if latest["order_id"] == order_id and sum(o["placed_at"] == latest["placed_at"] for o in orders) == 1:
+    latest = max(o["placed_at"] for o in orders)
+    if me["placed_at"] == latest and sum(o["placed_at"] == latest for o in orders) == 1:
         options += ["my most recent order", "the last order I placed"]
-    day = next(o["placed_at"][:10] for o in orders if o["order_id"] == order_id)
-    if sum(o["placed_at"][:10] == day for o in orders) == 1:
+    day = me["placed_at"][:10]
+    if sum(o["placed_at"][5:10] == day[5:] for o in orders) == 1:  # "May 3" says no year: unique without it
         spoken = _spoken_date(day)
         options += [f"the order I placed on {spoken}", f"my order from {spoken}"]
-    mine = order_products(ep, order_id)
-    others = set().union(*(order_products(ep, o["order_id"]) for o in orders if o["order_id"] != order_id))
-    unique = sorted(mine - others)
-    if unique:
-        product = rng.choice(unique)
-        options += [f"my order with the {product}", f"the order that had the {product} in it"]
+    if me["status"] in STATUS_PHRASES and sum(o["status"] == me["status"] for o in orders) == 1:
+        options += list(STATUS_PHRASES[me["status"]])
     return rng.choice(options) if options else None
+
+
+def order_finder(user_id: Any) -> tuple[str, dict[str, Any]]:
+    """The read that lists the account's orders with their dates and statuses (what ``describe_order`` uses)."""
+    return "list_user_orders", {"user_id": user_id}
 
 
 ADDRESS_FIELDS = ("line1", "line2", "city", "state", "zip")
@@ -134,6 +137,11 @@ def order_items(ep: Episode, order_id: str) -> list[str]:
                                            (order_id,))]  # fmt: skip
 
 
+STATUS_PHRASES: dict[str, tuple[str, ...]] = {
+    "pending": ("the order that hasn't shipped yet", "my order that's still pending"),
+    "processed": ("the order that's being processed",),
+    "shipped": ("the order that's on its way", "my order that's already shipped"),
+}
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December")
 
@@ -147,7 +155,7 @@ def _spoken_date(day: str) -> str:
 def payment_phrases(kit: RetailKit, ep: Episode, user_id: Any) -> dict[str, str]:
     """Each of the user's payment methods as the user names it, kept only where the name is unique."""
     rows = ep.query("SELECT payment_method_id FROM payment_methods WHERE user_id = ? ORDER BY 1", (user_id,))
-    named = {r["payment_method_id"]: kit._payment(ep, r["payment_method_id"]) for r in rows}
+    named = {r["payment_method_id"]: kit.payment(ep, r["payment_method_id"]) for r in rows}
     counts: dict[str, int] = {}
     for phrase in named.values():
         counts[phrase] = counts.get(phrase, 0) + 1
@@ -194,13 +202,15 @@ def dress(kit: RetailKit, draft: Draft, ep: Episode, rng: Rng) -> None:
     for target in draft.targets:
         args = target.arguments
         order = args.get("order_id")
-        if order and rng.chance(P_UNKNOWN_ORDER) and not target.said:
+        if order and rng.chance(P_UNKNOWN_ORDER) and not target.said and order not in draft.mentions:
             said = describe_order(ep, user, order, rng)
             if said is not None:
                 target.slots["order"] = said
                 if draft.contingency is not None:
                     draft.speech.contingency_slots["order"] = said
                 draft.unknown.append(("order", order))
+                if order_finder(user) not in draft.reads:
+                    draft.reads.append(order_finder(user))
                 draft.needs.append(Need(slot="order", phrase=said, value=order))
                 draft.profile.unknown.setdefault("order_id", rng.choice(UNKNOWN_ORDER_LINES))
                 draft.demand("unknown_fact")
@@ -214,7 +224,7 @@ def dress(kit: RetailKit, draft: Draft, ep: Episode, rng: Rng) -> None:
         # "The card I paid with" asks for a lookup only when the user has other methods to choose from.
         if pm and order and target.tool != "modify_pending_order_payment" and charged_methods(ep, order) == [pm] \
                 and len(payment_phrases(kit, ep, user)) > 1 and rng.chance(P_NEED_PAYMENT):  # fmt: skip
-            card = _kind(ep, pm) in ("credit_card", "debit_card")
+            card = _kind(ep, pm) in CARD_KINDS
             said = rng.choice(("the card I paid with", "the same card I paid with") if card else
                               ("the payment method I paid with", "whatever I paid with originally",
                                "the original payment method"))  # fmt: skip
@@ -226,19 +236,12 @@ def dress(kit: RetailKit, draft: Draft, ep: Episode, rng: Rng) -> None:
             _need(draft, target, "address", said, {k: args.get(k, "") for k in ADDRESS_FIELDS})
             draft.reads.append(("get_user_details", {"user_id": user}))  # where the address on file is shown
         if target.tool == "modify_user_address":
-            address = {k: args.get(k, "") for k in ADDRESS_FIELDS}
-            sent = [o for o in user_orders(ep, user) if ship_address(ep, o["order_id"]) == address]
-            if sent:  # any order shipped there picks out the same address: name one the user can point at
-                oid = sent[0]["order_id"]
-                where = describe_order(ep, user, oid, rng) if rng.chance(0.5) else None
-                said = f"the address {where or 'order ' + oid} was shipped to"
-                _need(draft, target, "address", said, address)
-                draft.reads.append(("get_order_details", {"order_id": oid}))
-                if where is None:
-                    draft.mentions.append(oid)  # the order number is said: the user knows it
+            _shipped_address_need(draft, target, ep, rng)
         if target.tool == "modify_pending_order_payment" and rng.chance(P_NEED_PAYMENT):
-            phrases = payment_phrases(kit, ep, user)
-            cards = [pm for pm in phrases if _kind(ep, pm) in ("credit_card", "debit_card")]
+            # "The other card" names one only when the account has exactly two cards, whatever they are called.
+            cards = [r["payment_method_id"] for r in ep.query(
+                "SELECT payment_method_id FROM payment_methods WHERE user_id = ? AND kind IN (?, ?) ORDER BY 1",
+                (user, *CARD_KINDS))]  # fmt: skip
             current = charged_methods(ep, order) if order else []
             if len(cards) == 2 and args["payment_method_id"] in cards and current and current[0] in cards \
                     and current != [args["payment_method_id"]]:  # fmt: skip
@@ -248,11 +251,15 @@ def dress(kit: RetailKit, draft: Draft, ep: Episode, rng: Rng) -> None:
         if target.tool == "return_delivered_order_items" and order and items and len(items) > 1 and \
                 sorted(items) == order_items(ep, order) and rng.chance(P_NEED_ITEM):  # fmt: skip
             _need(draft, target, "items", rng.choice(("everything", "all of the items", "every item")), items)
-    if draft.identity.name == "find_user_by_name_zip" and rng.chance(P_UNKNOWN_EMAIL):
+    forgot_email = draft.identity.name == "find_user_by_name_zip" and rng.chance(P_UNKNOWN_EMAIL)
+    if forgot_email:
         draft.profile.known.pop("email", None)
         draft.profile.unknown["email"] = rng.choice(UNKNOWN_EMAIL_LINES)
-        draft.demand("unknown_fact")
-    if rng.chance(P_PIECEMEAL):
+    # A forgotten email asks for reasoning only when the request does not already give the name and zip: the
+    # agent asks for the email, hears that the user does not know it, and must find the account another way.
+    if rng.chance(P_PIECEMEAL_FORGOT if forgot_email else P_PIECEMEAL):
+        if forgot_email:
+            draft.demand("unknown_fact")
         draft.profile.behaviour.append("piecemeal")
         draft.speech.identity = False
         draft.demand("piecemeal")
@@ -262,6 +269,26 @@ def dress(kit: RetailKit, draft: Draft, ep: Episode, rng: Rng) -> None:
                     "new_address" not in draft.profile.known and rng.chance(P_WITHHOLD_ADDRESS):  # fmt: skip
                 draft.profile.known["new_address"] = kit.slots(target.tool, ep, target.arguments, draft.profile)["address"]
                 target.withheld["address"] = "new_address"
+
+
+def _shipped_address_need(draft: Draft, target: Target, ep: Episode, rng: Rng) -> None:
+    """"Make the address my last order went to my default": the account's new address named by an order."""
+    user = draft.principal
+    address = {k: target.arguments.get(k, "") for k in ADDRESS_FIELDS}
+    sent = [o["order_id"] for o in user_orders(ep, user) if ship_address(ep, o["order_id"]) == address]
+    if not sent:
+        return
+    oid = sent[0]  # any order shipped there picks out the same address: one the user can point at
+    hidden = oid in {v for _, v in draft.unknown}  # a number the user does not have is never said
+    where = describe_order(ep, user, oid, rng) if hidden or rng.chance(0.5) else None
+    if hidden and where is None:
+        return
+    _need(draft, target, "address", f"the address {where or 'order ' + oid} was shipped to", address)
+    if where is None:
+        draft.mentions.append(oid)  # the order number is said: the user knows it
+    elif order_finder(user) not in draft.reads:
+        draft.reads.append(order_finder(user))  # which order "my order from May 3" is: the list shows dates
+    draft.reads.append(("get_order_details", {"order_id": oid}))  # where that order was shipped
 
 
 def _need(draft: Draft, target: Target, slot: str, said: str, value: Any) -> None:
@@ -280,7 +307,7 @@ def _revise(kit: RetailKit, draft: Draft, target: Target, ep: Episode, rng: Rng)
     args = target.arguments
     first: dict[str, Any] | None = None
     if target.tool in ("modify_pending_order_address", "modify_user_address"):
-        first = {**args, **kit._address(rng)}
+        first = {**args, **kit.random_address(rng)}
     elif target.tool == "cancel_pending_order":
         first = {**args, "reason": next(r for r in CANCEL_REASONS if r != args["reason"])}
     elif target.tool in ITEMS_TOOLS and len(args["new_item_ids"]) == 1:
@@ -342,8 +369,8 @@ def contingencies(kit: RetailKit, ep: Episode, user_id: Any, rng: Rng) -> list[P
         then = {"order_id": oid, "item_ids": [item], "new_item_ids": [first["item_id"]], "payment_method_id": pm}
         otherwise = {**then, "new_item_ids": [second["item_id"]]}
         slots = {**kit.slots(tool, ep, then, None),  # type: ignore[arg-type]
-                 "first_choice": kit._item(ep, first["item_id"], "the "),
-                 "second_choice": kit._item(ep, second["item_id"], "the ")}
+                 "first_choice": kit.item(ep, first["item_id"], "the "),
+                 "second_choice": kit.item(ep, second["item_id"], "the ")}
         plans.append(Plan("swap_fallback", f"{slots['first_choice']} is in stock", first["stock"] > 0,
                           (tool, then), (tool, otherwise), slots))
     return plans

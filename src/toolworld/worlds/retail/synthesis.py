@@ -21,7 +21,7 @@ from toolworld.tasks.sampling import Draft, Plan, Target
 from toolworld.world import Episode, Rng, World
 
 from . import rules, scenarios, vocab
-from .common import CANCEL_REASONS, TRANSFER_REASONS
+from .common import CANCEL_REASONS, TRANSFER_REASONS, payment_phrase
 from .phrases import CONTINGENCIES, FREE_SLOTS, IDENTITY, INTENTS, OPENERS, REASON_PHRASES, REVISIONS, TONES, WITHHELD
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class RetailKit(TaskKit):
                 ship = scenarios.ship_address(ep, oid)
                 # Often the customer wants it sent home: "to the address on my account" (a need to look up).
                 use_home = home is not None and home != ship and rng.chance(0.4)
-                out.append({"order_id": oid, **(home if use_home and home else self._address(rng))})
+                out.append({"order_id": oid, **(home if use_home and home else self.random_address(rng))})
             elif tool == "modify_pending_order_payment":
                 current = scenarios.charged_methods(ep, oid)  # nobody asks to switch to what they already use
                 fresh = [m for m in methods if m not in current]
@@ -97,13 +97,13 @@ class RetailKit(TaskKit):
             elif tool in ("track_order", "get_order_details"):
                 out.append({"order_id": oid})
         if tool == "modify_user_address":
-            out = [{"user_id": principal_id, **self._address(rng)} for _ in range(2)]
+            out = [{"user_id": principal_id, **self.random_address(rng)} for _ in range(2)]
             home = scenarios.default_address(ep, principal_id)
             shipped = [a for o in orders if (a := scenarios.ship_address(ep, o["order_id"])) and a != home]
             if shipped and rng.chance(0.5):  # "make the address my order went to my default"
                 out.insert(0, {"user_id": principal_id, **shipped[0]})
             if rng.chance(0.3):  # a zip code one digit short: rule R11 refuses it
-                bad = {"user_id": principal_id, **self._address(rng)}
+                bad = {"user_id": principal_id, **self.random_address(rng)}
                 bad["zip"] = bad["zip"][:4]
                 out.insert(0, bad)
         return out
@@ -126,7 +126,7 @@ class RetailKit(TaskKit):
                 new.append(rng.choice(options))
         return {"item_ids": old, "new_item_ids": new} if old else None
 
-    def _address(self, rng: Rng) -> dict[str, str]:
+    def random_address(self, rng: Rng) -> dict[str, str]:
         city = rng.choice(vocab.CITIES)
         line1 = f"{rng.randint(1, 9999)} {rng.choice(vocab.STREET_NAMES)} {rng.choice(vocab.STREET_SUFFIXES)[0]}"
         line2 = rng.choice(("", "", f"Apt {rng.randint(1, 40)}", f"Suite {rng.randint(100, 900)}"))
@@ -161,11 +161,11 @@ class RetailKit(TaskKit):
             out["order_id"] = str(args["order_id"])
             out["order"] = f"order {args['order_id']}"
         if "item_ids" in args:
-            out["items"] = _join([self._item(ep, i, "the ") for i in args["item_ids"]])
+            out["items"] = _join([self.item(ep, i, "the ") for i in args["item_ids"]])
         if "new_item_ids" in args:
-            out["new_items"] = _join([self._item(ep, i, "the ") for i in args["new_item_ids"]])
+            out["new_items"] = _join([self.item(ep, i, "the ") for i in args["new_item_ids"]])
         if "payment_method_id" in args:
-            out["payment"] = self._payment(ep, args["payment_method_id"])
+            out["payment"] = self.payment(ep, args["payment_method_id"])
         if "reason" in args:
             phrases = REASON_PHRASES[args["reason"]]
             # Spread the wordings over orders; a stable sum, since str hashes change between processes.
@@ -190,7 +190,7 @@ class RetailKit(TaskKit):
         if "new_item_ids" in args:
             out["new_items"] = [f for i in args["new_item_ids"] for f in self._item_facts(ep, i)]
         if "payment_method_id" in args:
-            out["payment"] = self.fact_strings("payment", self._payment(ep, args["payment_method_id"]))
+            out["payment"] = self.fact_strings("payment", self.payment(ep, args["payment_method_id"]))
         if "line1" in args:
             out["address"] = [p for p in (args["line1"], args.get("line2") or "", args["city"], args["state"],
                                           args["zip"]) if p]  # fmt: skip
@@ -204,7 +204,7 @@ class RetailKit(TaskKit):
             return [card["brand"], card["digits"]]
         if slot in ("order", "order_id") and _ORDER.search(text):
             return _ORDER.findall(text)
-        # _join's list of _item texts: "the A (x), the B (y) and the C (z)"
+        # _join's list of item texts: "the A (x), the B (y) and the C (z)"
         items = [_ITEM.fullmatch(part) for part in re.split(r"(?<=\))(?:, | and )", text.strip())]
         if all(items):
             return [f for m in items if m for f in (m["name"], *m["detail"].split(", "))]
@@ -228,27 +228,20 @@ class RetailKit(TaskKit):
         return WITHHELD.get(tool) or super().withheld_templates(tool)
 
     def _item_facts(self, ep: Episode, item_id: str) -> list[str]:
-        match = _ITEM.fullmatch(self._item(ep, item_id, ""))
-        return [match["name"], *match["detail"].split(", ")] if match else [self._item(ep, item_id, "")]
+        match = _ITEM.fullmatch(self.item(ep, item_id, ""))
+        return [match["name"], *match["detail"].split(", ")] if match else [self.item(ep, item_id, "")]
 
-    def _item(self, ep: Episode, item_id: str, article: str) -> str:
+    def item(self, ep: Episode, item_id: str, article: str) -> str:
         row = ep.query("SELECT p.name, v.options FROM variants v JOIN products p ON p.product_id = v.product_id "
                        "WHERE v.item_id = ?", (item_id,))[0]  # fmt: skip
         options = json.loads(row["options"])
         detail = ", ".join(f"{k} {v}" if k not in ("color", "colour") else str(v) for k, v in options.items())
         return f"{article}{row['name']} ({detail})" if detail else f"{article}{row['name']}"
 
-    def _payment(self, ep: Episode, pm_id: str) -> str:
+    def payment(self, ep: Episode, pm_id: str) -> str:
+        """A payment method as its owner names it ("my Visa credit card ending in 4004")."""
         rows = ep.query("SELECT kind, brand, last_four FROM payment_methods WHERE payment_method_id = ?", (pm_id,))
-        if not rows:
-            return "my usual payment method"
-        m = rows[0]
-        if m["kind"] in ("credit_card", "debit_card"):
-            kind = "credit card" if m["kind"] == "credit_card" else "debit card"
-            return f"my {str(m['brand']).title()} {kind} ending in {m['last_four']}"
-        if m["kind"] == "gift_card":
-            return "my gift card"
-        return "my PayPal account"
+        return payment_phrase(rows[0]) if rows else "my usual payment method"
 
     def outputs(self, tool: str, args: Mapping[str, Any], result: Any) -> list[ExpectedOutput]:
         if not isinstance(result, dict):
@@ -276,7 +269,7 @@ class RetailKit(TaskKit):
         return out
 
 
-# How ``_item`` and ``_payment`` speak, read back to find the facts in a slot text.
+# How ``item`` and ``payment`` speak, read back to find the facts in a slot text.
 _ITEM = re.compile(r"(?:the )?(?P<name>[^()]+?) \((?P<detail>[^()]+)\)")
 _ORDER = re.compile(r"#W\d+")
 _CARD = re.compile(r"(?P<brand>[A-Z][\w&.-]*) (?:credit|debit) card ending in (?P<digits>\d{4})")
