@@ -160,8 +160,9 @@ def _register_command_groups() -> None:
     from . import store as store_cli
     from . import tasks as tasks_cli
     from . import tokens as cli_tokens
+    from . import train as cli_train
 
-    for module in (tasks_cli, cli_run, store_cli, cli_tokens, cli_models, cli_serve):
+    for module in (tasks_cli, cli_run, store_cli, cli_tokens, cli_models, cli_serve, cli_train):
         module.register(app)
 
 

@@ -1,0 +1,182 @@
+"""Advantage estimators and the importance and KL terms of policy-gradient losses, one short function each.
+
+Rewards are plain floats per group (the trials of one task): group baselines need no critic, which is why these
+methods suit agents whose episodes end in one verifiable reward. :func:`assign` writes an estimator's output onto
+:class:`~toolworld.train.data.Sample` objects grouped by ``Sample.group``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from .data import Sample, TrainDataError
+
+
+def _std(xs: Sequence[float]) -> float:
+    # unbiased (n - 1), as TRL's and verl's GRPO; one trial alone has no spread and gets advantage 0 anyway
+    return statistics.stdev(xs) if len(xs) > 1 else 0.0
+
+
+def grpo(rewards: Sequence[float], eps: float = 1e-6, *, scale: bool = True) -> list[float]:
+    """GRPO (Shao et al. 2024, DeepSeekMath) advantages of one group of trials:
+
+        A_i = (r_i - mean(r)) / (std(r) + eps)
+
+    ``scale=False`` is Dr. GRPO (Liu et al. 2025), ``A_i = r_i - mean(r)``: dividing by the std up-weights groups
+    that are nearly all right or all wrong, a difficulty bias. ``std`` is the unbiased sample std.
+    """
+    if not rewards:
+        return []
+    mean = statistics.fmean(rewards)
+    denom = _std(rewards) + eps if scale else 1.0
+    return [(r - mean) / denom for r in rewards]
+
+
+def mc_grpo(rewards: Sequence[float]) -> list[float]:
+    """MC-GRPO: a median baseline, ``A_i = r_i - median(r)``.
+
+    With few trials per task the mean is dragged by one lucky or unlucky trial, which can flip the sign of the
+    others' advantages; the median is not. With an even count the median is the mean of the two middle values.
+    """
+    if not rewards:
+        return []
+    median = statistics.median(rewards)
+    return [r - median for r in rewards]
+
+
+def assign(samples: Sequence[Sample], estimator: Callable[[Sequence[float]], list[float]] = grpo,
+           *, reward_key: str = "reward") -> list[Sample]:  # fmt: skip
+    """Set each sample's ``advantage`` from ``estimator`` applied to the rewards of its group (``Sample.group``);
+    returns the samples (changed in place). The reward is ``meta[reward_key]``, as ``samples_from_tokens`` fills."""
+    groups: dict[str, list[Sample]] = defaultdict(list)
+    for s in samples:
+        if s.meta.get(reward_key) is None:
+            raise TrainDataError("missing_reward", f"a sample of group {s.group!r} has no meta[{reward_key!r}]: "
+                                 "unscored trials cannot get an advantage; drop them first")  # fmt: skip
+        groups[s.group].append(s)
+    for members in groups.values():
+        for s, a in zip(members, estimator([float(s.meta[reward_key]) for s in members]), strict=True):
+            s.advantage = a
+    return list(samples)
+
+
+# ------------------------------------------------------------------------------------------------- GiGPO
+
+
+@dataclass
+class Step:
+    """One agent action of an episode: the environment state it was taken in, its reward, its tokens.
+
+    ``state`` is a hash of the environment state *before* the action (the anchor: equal hashes in different
+    trials of one task mean the same situation). ``reward`` is the immediate reward of the step; with a single
+    outcome reward put it on the last step and leave the others 0. ``span`` is ``[start, end)`` of the action's
+    sampled tokens in the episode's sample.
+    """
+
+    state: str
+    span: tuple[int, int]
+    reward: float = 0.0
+
+
+@dataclass
+class Episode:
+    """One trial for GiGPO: its group (task), outcome reward, token count and steps in order."""
+
+    group: str
+    reward: float
+    length: int
+    steps: list[Step] = field(default_factory=list)
+
+
+def turn_spans(loss_mask: Sequence[int]) -> list[tuple[int, int]]:
+    """``[start, end)`` of each run of 1s in a loss mask: one per assistant turn of a token buffer, since prompt
+    tokens (tool results, the next generation prompt) always separate two turns' sampled tokens."""
+    spans, start = [], None
+    for i, m in enumerate([*loss_mask, 0]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
+def gigpo(episodes: Sequence[Episode], *, gamma: float = 0.95, step_weight: float = 1.0, eps: float = 1e-6,
+          scale: bool = True) -> list[list[float]]:  # fmt: skip
+    """GiGPO (Feng et al. 2025, Group-in-Group Policy Optimization) per-token advantages, one list per episode.
+
+    Episode level, within each group (task) G:       A^E_i = (R_i - mean_G(R)) / (std_G(R) + eps)
+    Step level: the discounted return of step t,      R_t^i = sum_{k >= t} gamma^(k - t) r_k^i
+    and, over the anchor group S(s) of every step taken in the same state s in any trial of that task,
+                                                       A^S_t^i = (R_t^i - mean_S(R_t)) / (std_S(R_t) + eps)
+    Combined, on the tokens of step t:                 A = A^E_i + step_weight * A^S_t^i
+    Tokens outside every step span get A^E_i. An anchor state seen once has no peer to compare with: A^S = 0.
+    ``scale=False`` drops both std divisions (as Dr. GRPO). Steps that repeat a state within one trial each join
+    the anchor group, as in the paper.
+    """
+    by_group: dict[str, list[int]] = defaultdict(list)
+    for i, ep in enumerate(episodes):
+        by_group[ep.group].append(i)
+    episode_adv = [0.0] * len(episodes)
+    for members in by_group.values():
+        for i, a in zip(members, grpo([episodes[i].reward for i in members], eps, scale=scale), strict=True):
+            episode_adv[i] = a
+
+    returns: list[list[float]] = []
+    for ep in episodes:
+        acc, out = 0.0, []
+        for step in reversed(ep.steps):
+            acc = step.reward + gamma * acc
+            out.append(acc)
+        returns.append(out[::-1])
+
+    anchors: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+    for i, ep in enumerate(episodes):
+        for t, step in enumerate(ep.steps):
+            anchors[(ep.group, step.state)].append((i, t))
+    step_adv = [[0.0] * len(ep.steps) for ep in episodes]
+    for members in anchors.values():
+        if len(members) < 2:
+            continue
+        for (i, t), a in zip(members, grpo([returns[i][t] for i, t in members], eps, scale=scale), strict=True):
+            step_adv[i][t] = a
+
+    out_tokens = []
+    for i, ep in enumerate(episodes):
+        adv = [episode_adv[i]] * ep.length
+        for t, step in enumerate(ep.steps):
+            start, end = step.span
+            if not 0 <= start <= end <= ep.length:
+                raise TrainDataError("bad_span", f"step {t} of an episode of group {ep.group!r} has span {step.span} "
+                                     f"outside its {ep.length} tokens")  # fmt: skip
+            adv[start:end] = [episode_adv[i] + step_weight * step_adv[i][t]] * (end - start)
+        out_tokens.append(adv)
+    return out_tokens
+
+
+# ------------------------------------------------------------------------------------ importance and KL
+
+
+def tis_weights(new_logprobs: torch.Tensor, old_logprobs: torch.Tensor, cap: float = 2.0) -> torch.Tensor:
+    """Truncated importance sampling (Yao et al. 2025): ``w = min(exp(new - old), C)``.
+
+    ``new`` is the trainer's logprob of the sampled token, ``old`` the sampler's: the weight corrects for the
+    rollout engine being a slightly different policy than the one trained, and the cap ``C`` bounds the variance
+    a token the sampler found unlikely would otherwise add. Used detached, as a constant per-token weight.
+    """
+    return torch.exp(new_logprobs - old_logprobs).clamp(max=cap)
+
+
+def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Schulman's k3 estimator of KL(pi || pi_ref) per sampled token: ``exp(ref - logp) - (ref - logp) - 1``.
+
+    Unbiased for tokens sampled from pi, and never negative (``e^x - x - 1 >= 0``), unlike the plain
+    ``logp - ref`` (k1), whose per-token values swing in sign.
+    """
+    d = ref_logp - logp
+    return torch.exp(d) - d - 1.0
