@@ -357,7 +357,8 @@ class ToolEnv:
         self.turns.append(TurnRecord(
             index=index, latency_s=turn.latency_s if latency_s is None else latency_s, attempts=attempts,
             prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens,
-            finish_reason=turn.finish_reason, tool_calls=len(turn.tool_calls), meta=meta,
+            finish_reason=turn.finish_reason, tool_calls=len(turn.tool_calls), state_hash=self.episode.state_hash(),
+            meta=meta,
         ))  # fmt: skip
 
     def _unique_call_ids(self, turn: AssistantTurn, index: int) -> dict[str, str]:

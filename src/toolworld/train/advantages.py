@@ -11,10 +11,14 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 from .data import Sample, TrainDataError
+
+if TYPE_CHECKING:
+    from ..records.trajectory import Trajectory
 
 
 def _std(xs: Sequence[float]) -> float:
@@ -104,6 +108,27 @@ def turn_spans(loss_mask: Sequence[int]) -> list[tuple[int, int]]:
             spans.append((start, i))
             start = None
     return spans
+
+
+def episode_from_trajectory(trajectory: Trajectory, sample: Sample, reward: float) -> Episode:
+    """A GiGPO ``Episode`` from a token-level trial: one step per assistant turn that sampled tokens, its
+    anchor state the world's state hash when the turn was taken (``TurnRecord.state_hash``), its span the
+    turn's sampled tokens in ``sample`` (``turn_spans`` of the loss mask, in order), and the outcome reward on
+    the last step (the environment gives no reward before the end).
+
+    Raises ``TrainDataError('turns_mismatch')`` when the sampled segments and the turns do not pair up (a buffer
+    that is not this trajectory's), rather than pairing states with the wrong tokens.
+    """
+    turns = [t for t in trajectory.turns if not t.meta.get("no_sampled_ids")]
+    spans = turn_spans(sample.loss_mask)
+    if len(turns) != len(spans):
+        raise TrainDataError("turns_mismatch", f"{len(spans)} sampled segments in the buffer but {len(turns)} turns "
+                             f"that sampled tokens in trial {trajectory.trial} of {trajectory.task_id}")  # fmt: skip
+    steps = [Step(state=t.state_hash or f"turn-{t.index}", span=span, reward=0.0)
+             for t, span in zip(turns, spans, strict=True)]  # fmt: skip
+    if steps:
+        steps[-1].reward = reward
+    return Episode(group=sample.group or trajectory.task_id, reward=reward, length=len(sample.input_ids), steps=steps)
 
 
 def gigpo(episodes: Sequence[Episode], *, gamma: float = 0.95, step_weight: float = 1.0, eps: float = 1e-6,
