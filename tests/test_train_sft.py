@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from toolworld.cli import app
+from train_kit import smollm2_tokenizer, tiny_llama
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -22,7 +23,6 @@ transformers = pytest.importorskip("transformers")
 from toolworld.train.data import Sample  # noqa: E402
 from toolworld.train.sft import SFTConfig, SFTError, sft_samples, train_sft, train_sft_trl  # noqa: E402
 
-TOKENIZER = Path(__file__).resolve().parents[2] / "shared" / "tokenizers" / "smollm2-135m-instruct"
 CONTEXT = 96
 runner = CliRunner()
 
@@ -38,17 +38,11 @@ def error_of(res: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Any:
-    if not TOKENIZER.is_dir():
-        pytest.skip(f"needs the real tokenizers of ../shared/tokenizers; {TOKENIZER} is absent")
-    return transformers.AutoTokenizer.from_pretrained(str(TOKENIZER), local_files_only=True)
+    return smollm2_tokenizer()
 
 
 def tiny_model(tokenizer: Any) -> Any:
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                      max_position_embeddings=16384, tie_word_embeddings=True)  # fmt: skip
-    return transformers.LlamaForCausalLM(config)
+    return tiny_llama(tokenizer)
 
 
 @pytest.fixture(scope="module")

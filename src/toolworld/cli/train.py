@@ -2,8 +2,11 @@
 
 ``train sft`` learns the assistant turns of successful trials (a run folder), or of the gold conversations of a
 task file (run first into ``OUT/gold-run``), rendered through the model's own chat template exactly as the model
-sees them at rollout time. The work is :mod:`toolworld.train.sft`; this module parses options, draws progress and
-turns errors into structured ones. torch and transformers load inside the command, so ``--help`` stays fast.
+sees them at rollout time. ``train rft`` lets the model play each task k times and learns its own passed trials
+token for token; ``train grpo`` samples groups of trials with the model being trained, scores them in the world
+and updates on group-relative advantages. The work is in :mod:`toolworld.train` (``sft``, ``rft``, ``grpo``);
+this module parses options, draws progress and turns errors into structured ones. torch and transformers load
+inside the commands, so ``--help`` stays fast.
 """
 
 from __future__ import annotations
@@ -11,18 +14,43 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..core.errors import ToolworldError
-from .kit import err_console, fail, fail_with
+from .kit import err_console, fail, fail_with, world_or_fail
 
 if TYPE_CHECKING:
-    from ..train.sft import SFTConfig, SFTResult
+    from rich.progress import Progress
 
-train_app = typer.Typer(help="Fine-tune a model on toolworld data (SFT on successful conversations).",
+    from ..tasks.model import Task
+    from ..train.sft import SFTConfig, SFTResult
+    from ..world import World
+
+train_app = typer.Typer(help="Fine-tune a model on toolworld data (SFT, rejection fine-tuning, GRPO).",
                         no_args_is_help=True)  # fmt: skip
+
+
+# Options the training commands share (one definition each).
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model to train: a model folder, a .gguf file, "
+    "hf:PATH, gguf:PATH or smollm2 (the embedded model).")]
+LoraOpt = Annotated[bool, typer.Option("--lora", help="Train LoRA adapters instead of every weight; final/ holds "
+    "them merged into the model.")]
+LoraROpt = Annotated[int, typer.Option("--lora-r", min=1, help="LoRA rank.")]
+EpochsOpt = Annotated[int, typer.Option("--epochs", min=1, help="Passes over the data (ignored with --max-steps).")]
+MaxStepsOpt = Annotated[int | None, typer.Option("--max-steps", min=1, help="Optimizer steps to run, cycling "
+    "the data as needed.")]
+LrOpt = Annotated[float | None, typer.Option("--lr", min=0.0, help="Peak learning rate (default 2e-5, with --lora "
+    "2e-4); linear warmup then linear decay.")]
+BatchTokensOpt = Annotated[int | None, typer.Option("--batch-tokens", min=2, help="Tokens per packed micro-batch "
+    "(default: --max-len).")]
+GradAccumOpt = Annotated[int, typer.Option("--grad-accum", min=1, help="Micro-batches per optimizer step.")]
+SaveEveryOpt = Annotated[int, typer.Option("--save-every", min=0, help="Write a checkpoint every N steps (0: at "
+    "the end and on Ctrl-C only).")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Data order and initialisation: same seed, same run.")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda, mps or auto.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -34,30 +62,24 @@ def register(app: typer.Typer) -> None:
 def sft(
     source: Annotated[Path, typer.Argument(help="A run folder (its successful trials are the data) or a task file "
                                            "(the gold policy is run on it first, into OUT/gold-run).")],
-    model: Annotated[str, typer.Option("--model", "-m", help="Model to train: a model folder, a .gguf file, "
-                                       "hf:PATH, gguf:PATH or smollm2 (the embedded model).")],
+    model: ModelOpt,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: train.jsonl, checkpoint-N/, final/.")],
-    lora: Annotated[bool, typer.Option("--lora", help="Train LoRA adapters instead of every weight; final/ holds "
-                                       "them merged into the model.")] = False,
-    lora_r: Annotated[int, typer.Option("--lora-r", min=1, help="LoRA rank.")] = 16,
-    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Passes over the data (ignored with --max-steps).")] = 1,
-    max_steps: Annotated[int | None, typer.Option("--max-steps", min=1, help="Optimizer steps to run, cycling "
-                                                  "the data as needed.")] = None,
-    lr: Annotated[float | None, typer.Option("--lr", min=0.0, help="Peak learning rate (default 2e-5, with --lora "
-                                             "2e-4); linear warmup then linear decay.")] = None,
+    lora: LoraOpt = False,
+    lora_r: LoraROpt = 16,
+    epochs: EpochsOpt = 1,
+    max_steps: MaxStepsOpt = None,
+    lr: LrOpt = None,
     max_len: Annotated[int, typer.Option("--max-len", min=2, help="Cut conversations to this many tokens.")] = 8192,
-    batch_tokens: Annotated[int | None, typer.Option("--batch-tokens", min=2, help="Tokens per packed micro-batch "
-                                                     "(default: --max-len).")] = None,
-    grad_accum: Annotated[int, typer.Option("--grad-accum", min=1, help="Micro-batches per optimizer step.")] = 1,
-    save_every: Annotated[int, typer.Option("--save-every", min=0, help="Write a checkpoint every N steps (0: at "
-                                            "the end and on Ctrl-C only).")] = 0,
-    seed: Annotated[int, typer.Option("--seed", help="Data order and initialisation: same seed, same run.")] = 0,
+    batch_tokens: BatchTokensOpt = None,
+    grad_accum: GradAccumOpt = 1,
+    save_every: SaveEveryOpt = 0,
+    seed: SeedOpt = 0,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the latest checkpoint in OUT.")] = False,
     include_failed: Annotated[bool, typer.Option("--include-failed", help="Learn from unsuccessful trials too.")] = False,
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda, mps or auto.")] = "auto",
+    device: DeviceOpt = "auto",
     trl: Annotated[bool, typer.Option("--trl", help="Train with TRL's SFTTrainer on the same data instead of the "
                                       "built-in loop.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Supervised fine-tuning: learn the assistant turns (tool calls and answers) of successful conversations.
 
@@ -143,4 +165,219 @@ def _train(source: Path, model_spec: str, config: SFTConfig, *, device: str, inc
 
         trainer = train_sft_trl if trl else train_sft
         return trainer(model, tokenizer, samples, config, on_step=on_step)
+
+
+def _task_file(path: Path) -> tuple[World, list[Task]]:
+    """The world and tasks of a task file, or a structured error (missing, unreadable, empty, several worlds)."""
+    from ..tasks.model import TaskSet
+
+    if not path.is_file():
+        fail("not_found", f"{path} is not a task file; make one with `toolworld tasks generate WORLD N --out FILE`")
+    try:
+        task_set = TaskSet.load(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        fail("not_tasks", f"cannot read {path}: {exc}")
+    if not task_set.tasks:
+        first = "; ".join(str(e) for e in task_set.errors[:3])
+        fail("not_tasks", f"{path} holds no valid task ({len(task_set.errors)} bad line(s){': ' if first else ''}"
+             f"{first}); pass a task file from `toolworld tasks generate`")  # fmt: skip
+    worlds = sorted({t.world for t in task_set.tasks})
+    if len(worlds) > 1:
+        fail("invalid_option", f"{path} holds tasks of several worlds ({', '.join(worlds)}): training plays one "
+             "world; split the file by world")  # fmt: skip
+    return world_or_fail(worlds[0]), task_set.tasks
+
+
+def _load_for_training(model_spec: str, device: str, quiet: bool) -> tuple[Any, Any]:
+    from ..train.sft import load_model
+
+    try:  # transformers' own bars (loading, writing shards) would interleave with this command's progress bar
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:  # load_model says what to install
+        pass
+    with err_console.status(f"loading {model_spec}", spinner="dots") if not quiet else contextlib.nullcontext():
+        model, tokenizer, _path = load_model(model_spec, device=device)
+    return model, tokenizer
+
+
+def _progress(quiet: bool) -> Progress:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[extra]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                    console=err_console, disable=quiet)  # fmt: skip
+
+
+@train_app.command()
+def grpo(
+    tasks: Annotated[Path, typer.Argument(help="A task file (`toolworld tasks generate`): the tasks to play.")],
+    model: ModelOpt,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: train.jsonl, checkpoint-N/, final/.")],
+    group: Annotated[int, typer.Option("--group", "-g", min=2, help="Trials per task in a step (the group whose "
+                                       "rewards are compared).")] = 8,
+    tasks_per_step: Annotated[int, typer.Option("--tasks-per-step", min=1, help="Tasks sampled per step.")] = 8,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Training steps (sample, score, update).")] = 100,
+    lr: Annotated[float, typer.Option("--lr", min=0.0, help="Learning rate (constant).")] = 1e-6,
+    advantage: Annotated[str, typer.Option("--advantage", help="grpo (mean/std baseline), dr_grpo (mean only) or "
+                                           "mc_grpo (median).")] = "grpo",
+    kl: Annotated[float, typer.Option("--kl", min=0.0, help="KL penalty to the starting model (0: no reference "
+                                      "model is kept).")] = 0.0,
+    clip: Annotated[float, typer.Option("--clip", help="PPO clip range of the probability ratio.")] = 0.2,
+    updates: Annotated[int, typer.Option("--updates", min=1, help="Optimizer steps per batch of trials.")] = 1,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per assistant turn.")] = 512,
+    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (keep 1.0 for "
+                                               "unbiased importance weights).")] = 1.0,
+    max_len: Annotated[int, typer.Option("--max-len", min=2, help="Cut trials to this many tokens in "
+                                         "training.")] = 8192,
+    save_every: SaveEveryOpt = 0,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes in flight while "
+                                             "sampling.")] = 8,
+    seed: Annotated[int, typer.Option("--seed", help="Task choice and sampling: same seed, same run.")] = 0,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from the latest checkpoint in OUT.")] = False,
+    device: DeviceOpt = "auto",
+    as_json: JsonOpt = False,
+) -> None:
+    """On-policy GRPO: the model plays each task --group times, and learns from how its trials compare.
+
+    Each step samples trials with the model being trained (token level, scripted user), scores them, and makes
+    a clipped policy-gradient update with group-relative advantages. The final model is OUT/final (loadable as
+    --policy hf:OUT/final); Ctrl-C writes a checkpoint and --resume continues from it.
+    """
+    from ..train.grpo import GRPOConfig, GRPOStep, train_grpo
+    from ..train.sft import LOG_FILE, latest_checkpoint
+
+    try:
+        config = GRPOConfig(out=out, group=group, tasks_per_step=tasks_per_step, steps=steps, lr=lr, clip=clip,
+                            kl_coef=kl, advantage=advantage, updates=updates, max_tokens=max_tokens,
+                            temperature=temperature, max_len=max_len, concurrency=concurrency, seed=seed,
+                            save_every=save_every, resume=resume)  # fmt: skip
+    except ToolworldError as exc:
+        fail_with(exc)
+    if out.exists() and not out.is_dir():
+        fail("invalid_option", f"--out {out} is a file; give a folder")
+    if not resume and (latest_checkpoint(out) is not None or (out / LOG_FILE).exists()):
+        fail("output_exists", f"{out} already holds a training run: add --resume to continue it, or choose another "
+             "--out")  # fmt: skip
+    world, task_list = _task_file(tasks)
+    try:
+        trained, tokenizer = _load_for_training(model, device, as_json)
+        with _progress(as_json) as progress:
+            bar = progress.add_task(f"grpo on {len(task_list)} tasks", total=steps, extra="")
+
+            def on_step(entry: GRPOStep) -> None:
+                gap = f" · gap {entry.logprob_gap:.3f}" if entry.logprob_gap is not None else ""
+                progress.update(bar, completed=entry.step, extra=f"reward {entry.reward:.3f} · pass^1 "
+                                f"{entry.pass1:.2f}{gap} · {entry.tokens_per_s:,.0f} tok/s")  # fmt: skip
+
+            result = train_grpo(trained, tokenizer, world, task_list, config, on_step=on_step)
+    except ToolworldError as exc:
+        fail_with(exc)
+    summary = {"steps": result.steps, "total_steps": result.total_steps, "resumed_from": result.resumed_from,
+               "rewards": [round(r, 4) for r in result.rewards], "wall_s": round(result.wall_s, 2),
+               "final": str(result.final) if result.final else None,
+               "checkpoint": str(result.checkpoint) if result.checkpoint else None,
+               "interrupted": result.interrupted}  # fmt: skip
+    if as_json:
+        print(json.dumps(summary))
+    elif result.interrupted:
+        err_console.print(f"[yellow]interrupted after step {result.steps}; checkpoint {result.checkpoint}. Continue "
+                          "with the same command and --resume.[/yellow]")  # fmt: skip
+    else:
+        err_console.print(f"[green]trained {result.steps} GRPO steps[/green]; model in {result.final}; try it: "
+                          f"toolworld run {world.name} --tasks FILE --policy hf:{result.final}")  # fmt: skip
+    if result.interrupted:
+        raise typer.Exit(130)
+
+
+@train_app.command()
+def rft(
+    tasks: Annotated[Path, typer.Argument(help="A task file (`toolworld tasks generate`): the tasks to play.")],
+    model: ModelOpt,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: rft_samples.jsonl, rft.json, "
+                                      "train.jsonl, checkpoint-N/, final/.")],
+    k: Annotated[int, typer.Option("--k", "-k", min=1, help="Trials per task; the passed ones are learned.")],
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per assistant turn.")] = 1024,
+    temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="Sampling temperature.")] = 1.0,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes in flight while "
+                                             "sampling.")] = 8,
+    lora: LoraOpt = False,
+    lora_r: LoraROpt = 16,
+    epochs: EpochsOpt = 1,
+    max_steps: MaxStepsOpt = None,
+    lr: LrOpt = None,
+    max_len: Annotated[int, typer.Option("--max-len", min=2, help="Cut trials to this many tokens.")] = 8192,
+    batch_tokens: BatchTokensOpt = None,
+    grad_accum: GradAccumOpt = 1,
+    save_every: SaveEveryOpt = 0,
+    seed: SeedOpt = 0,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from the latest checkpoint in OUT (the kept "
+                                         "trials are read back, not sampled again).")] = False,
+    device: DeviceOpt = "auto",
+    as_json: JsonOpt = False,
+) -> None:
+    """Rejection fine-tuning: the model plays each task --k times and is fine-tuned on its own passed trials.
+
+    The passed trials are learned token for token as the model sampled them (only its own turns carry loss).
+    The final model is OUT/final (loadable as --policy hf:OUT/final); Ctrl-C writes a checkpoint and --resume
+    continues from it.
+    """
+    from ..train.rft import RFTResult, train_rft
+    from ..train.sft import SFTConfig, StepLog
+
+    try:
+        config = SFTConfig(out=out, lr=lr if lr is not None else (2e-4 if lora else 2e-5), epochs=epochs,
+                           max_steps=max_steps, batch_tokens=batch_tokens or max_len, grad_accum=grad_accum,
+                           max_len=max_len, lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r, seed=seed,
+                           save_every=save_every, resume=resume)  # fmt: skip
+    except ToolworldError as exc:
+        fail_with(exc)
+    if out.exists() and not out.is_dir():
+        fail("invalid_option", f"--out {out} is a file; give a folder")
+    world, task_list = _task_file(tasks)
+    try:
+        trained, tokenizer = _load_for_training(model, device, as_json)
+        with _progress(as_json) as progress:
+            bar = progress.add_task(f"sampling {len(task_list)} tasks x {k}", total=None, extra="")
+
+            def on_sampled(sampled: RFTResult) -> None:
+                progress.update(bar, description=f"rft on {sampled.kept} passed trials (of {sampled.trials})")
+
+            def on_step(entry: StepLog) -> None:
+                progress.update(bar, completed=entry.step, total=entry.total_steps,
+                                extra=f"loss {entry.loss:.4f} · lr {entry.lr:.2e} · {entry.tokens_per_s:,.0f} tok/s")  # fmt: skip
+
+            result = train_rft(trained, tokenizer, world, task_list, k=k, config=config, max_tokens=max_tokens,
+                               temperature=temperature, concurrency=concurrency, on_sampled=on_sampled,
+                               on_step=on_step)  # fmt: skip
+    except ToolworldError as exc:
+        fail_with(exc)
+    sft_result = result.sft
+    assert sft_result is not None
+    summary = {"trials": result.trials, "passed": result.passed, "kept": result.kept,
+               "infra_errors": result.infra_errors, "reused_samples": result.reused_samples,
+               "steps": sft_result.steps, "total_steps": sft_result.total_steps,
+               "first_loss": sft_result.first_loss, "final_loss": sft_result.final_loss,
+               "wall_s": round(sft_result.wall_s, 2), "final": str(sft_result.final) if sft_result.final else None,
+               "checkpoint": str(sft_result.checkpoint) if sft_result.checkpoint else None,
+               "interrupted": sft_result.interrupted}  # fmt: skip
+    if as_json:
+        print(json.dumps(summary))
+    elif sft_result.interrupted:
+        err_console.print(f"[yellow]interrupted after step {sft_result.steps}; checkpoint {sft_result.checkpoint}. "
+                          "Continue with the same command and --resume.[/yellow]")  # fmt: skip
+    else:
+        err_console.print(f"[green]kept {result.kept} of {result.trials} trials, trained {sft_result.steps} "
+                          f"steps[/green]; model in {sft_result.final}; try it: toolworld run {world.name} --tasks "
+                          f"FILE --policy hf:{sft_result.final}")  # fmt: skip
+    if sft_result.interrupted:
+        raise typer.Exit(130)
 

@@ -208,6 +208,13 @@ class HFEngine:
                 self._cache, self._cache_ids = cache, prompt_ids + ids[:-1]
         return Generation(ids=ids, logprobs=logprobs, finish_reason=finish)  # type: ignore[arg-type]
 
+    def reset_cache(self) -> None:
+        """Forget the KV prefix cache. Call it after every change to the model's weights (a training update):
+        the cached keys and values were computed by the old weights, and a prompt that extends the cached one would
+        otherwise be continued from them, sampling from a policy that is neither the old nor the new one."""
+        with self._thread_lock:
+            self._cache, self._cache_ids = None, []
+
     def close(self) -> None:
         """Drop the KV cache and the model reference (frees GPU memory once nothing else holds the model)."""
         self._cache, self._cache_ids = None, []

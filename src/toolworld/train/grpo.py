@@ -1,0 +1,493 @@
+"""On-policy GRPO: the model being trained plays the tasks, its scored trials are its own training data.
+
+One step of :func:`train_grpo`::
+
+    tasks  = pick_tasks(tasks, N, seed, step)                 # deterministic per (seed, step)
+    trials = G episodes per task, sampled by the model itself  # HFEngine over the same weights, scripted user
+    r_i    = score_trajectory(task, trial_i).reward
+    A_i    = advantage(r of the task's G trials)               # grpo | dr_grpo | mc_grpo
+    pi_old = trainer logprobs of the sampled tokens (no grad, once)
+    repeat `updates` times: one AdamW step on policy_loss      # clipped surrogate, TIS, optional k3 KL
+    engine.reset_cache()                                       # the KV prefix cache holds the old weights' keys
+
+The samples are the trials' token buffers exactly as sampled (ids, loss mask and sampler logprobs): decoding and
+re-encoding the text could give other ids, and a gradient on ids the sampler never produced trains the wrong thing.
+A group whose trials all got the same reward has zero advantage everywhere and teaches nothing, so it is left out
+of the update (DAPO's dynamic sampling, without the resampling); a step where every group ties makes no update.
+Trials that ended on an infra error are not scored and take no part in their group.
+
+The model stays in eval mode throughout: dropout would make ``pi`` and ``pi_old`` different functions of the
+same weights, and the ratio between them noise. Sampling logprobs are taken at ``temperature``; the trainer's are
+untempered, so only at ``temperature=1.0`` (the default) does the logged ``logprob_gap`` measure the sampler and
+trainer disagreeing rather than the temperature, and only there is truncated importance sampling a correction.
+
+Output folder (``GRPOConfig.out``): ``train.jsonl`` (one line per step, :class:`GRPOStep`), ``checkpoint-N/``
+(weights, ``optimizer.pt`` with the optimizer and RNG states, ``trainer_state.json``), ``final/`` (a model folder
+that ``--policy hf:OUT/final`` loads) and, when ``torch.utils.tensorboard`` imports, ``tensorboard/``. Since the
+tasks and the sampling seeds of a step depend only on (seed, step), a resumed run samples what an uninterrupted
+run would have sampled from the same weights.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import math
+import random
+import shutil
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import ToolworldError
+from ..core.seeds import derive_seed
+from ..scoring.verify import score_trajectory
+from .sft import _OPTIM_FILE, _STATE_FILE, FINAL_DIR, LOG_FILE, _load_weights, _trim_log, latest_checkpoint
+
+if TYPE_CHECKING:
+    from ..env.limits import Limits
+    from ..env.user import UserSimulator
+    from ..records.trajectory import Trajectory
+    from ..rollout.engines.hf import HFEngine
+    from ..scoring.model import Score
+    from ..tasks.model import Task
+    from ..world.world import World
+    from .data import Sample
+
+__all__ = ["ADVANTAGES", "GRPOConfig", "GRPOError", "GRPOResult", "GRPOStep", "Scorer", "estimator", "pick_tasks",
+           "rollouts", "samples_from_trajectories", "train_grpo"]  # fmt: skip
+
+ADVANTAGES = ("grpo", "mc_grpo", "dr_grpo")
+TENSORBOARD_DIR = "tensorboard"
+#: ``(task, trajectory) -> Score``: how a trial is rewarded (default: ``score_trajectory`` in the training world).
+Scorer = Callable[["Task", "Trajectory"], "Score"]
+# Options a resumed run must share with its checkpoint: changing them mid-run would make it another experiment.
+_RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "lr", "clip", "tis_cap", "kl_coef", "updates",
+                "max_tokens", "temperature", "max_len")  # fmt: skip
+
+
+class GRPOError(ToolworldError):
+    """GRPO that cannot run as asked; ``kind`` names why (``invalid_option``, ``no_tasks``, ``output_exists``,
+    ``run_mismatch``, ``no_checkpoint``, ``missing_dependency``)."""
+
+    default_kind = "grpo_error"
+
+
+@dataclass(slots=True)
+class GRPOConfig:
+    """Hyper-parameters and output folder of one GRPO run.
+
+    Each step samples ``group`` trials of each of ``tasks_per_step`` tasks (all tasks when there are fewer) and
+    makes ``updates`` optimizer steps on them (1: strictly on-policy). ``kl_coef`` 0 keeps no reference model.
+    ``max_tokens`` bounds one assistant turn; ``max_len`` one trial's tokens in training (a longer one is cut, its
+    later turns unlearned); ``batch_tokens`` (default ``max_len``) one packed micro-batch. ``save_every`` 0 saves
+    a checkpoint only at the end and on Ctrl-C.
+    """
+
+    out: Path = Path("grpo-out")
+    group: int = 8
+    tasks_per_step: int = 8
+    steps: int = 100
+    lr: float = 1e-6
+    clip: float = 0.2
+    tis_cap: float | None = 2.0
+    kl_coef: float = 0.0
+    advantage: str = "grpo"
+    updates: int = 1
+    max_tokens: int = 512
+    temperature: float = 1.0
+    max_len: int = 8192
+    batch_tokens: int | None = None
+    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0
+    concurrency: int = 8
+    seed: int = 0
+    save_every: int = 0
+    resume: bool = False
+    tensorboard: bool = True
+
+    def __post_init__(self) -> None:
+        self.out = Path(self.out)
+        if self.batch_tokens is None:
+            self.batch_tokens = self.max_len
+        checks = [("group", self.group >= 2, ">= 2 (a group of one has no baseline to compare with)"),
+                  ("tasks_per_step", self.tasks_per_step >= 1, ">= 1"), ("steps", self.steps >= 1, ">= 1"),
+                  ("lr", self.lr > 0, "> 0"), ("clip", 0 < self.clip < 1, "in (0, 1)"),
+                  ("tis_cap", self.tis_cap is None or self.tis_cap >= 1, ">= 1 or None"),
+                  ("kl_coef", self.kl_coef >= 0, ">= 0"), ("advantage", self.advantage in ADVANTAGES,
+                                                            f"one of {', '.join(ADVANTAGES)}"),
+                  ("updates", self.updates >= 1, ">= 1"), ("max_tokens", self.max_tokens >= 1, ">= 1"),
+                  ("temperature", self.temperature > 0, "> 0 (GRPO needs sampled, varied trials)"),
+                  ("max_len", self.max_len >= 2, ">= 2"), ("max_grad_norm", self.max_grad_norm > 0, "> 0"),
+                  ("concurrency", self.concurrency >= 1, ">= 1"), ("save_every", self.save_every >= 0, ">= 0"),
+                  # a packed micro-batch holds whole samples, so it must fit the longest one
+                  ("batch_tokens", self.batch_tokens >= self.max_len, f">= max_len ({self.max_len})")]  # fmt: skip
+        for name, ok, want in checks:
+            if not ok:
+                raise GRPOError(f"{name} must be {want}, got {getattr(self, name)!r}", kind="invalid_option")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["out"] = str(self.out)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class GRPOStep:
+    """One step, as logged to ``train.jsonl`` and passed to ``on_step``.
+
+    ``reward`` and ``pass1`` are over the scored trials of the step (before the update). ``kl``, ``clip_frac``,
+    ``logprob_gap`` (mean |trainer - sampler| logprob of the sampled tokens, before the update) and ``loss`` are
+    token means over the groups that were trained on, None when the step made no update (``updated`` False).
+    ``tokens`` counts the sampled tokens of the step; ``tokens_per_s`` is that over the whole step's ``seconds``.
+    """
+
+    step: int
+    total_steps: int
+    reward: float
+    pass1: float
+    trials: int
+    infra_errors: int
+    groups: int  # groups with a reward spread, i.e. that were trained on
+    updated: bool
+    loss: float | None
+    kl: float | None
+    clip_frac: float | None
+    logprob_gap: float | None
+    grad_norm: float | None
+    tokens: int
+    tokens_per_s: float
+    seconds: float
+    sample_s: float
+    update_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+        data.pop("total_steps")
+        return data
+
+
+@dataclass(slots=True)
+class GRPOResult:
+    """What a training call did: steps run (``resumed_from`` of them restored), each step's log, and where the
+    final model is (None when interrupted: the checkpoint of the last finished step is there instead)."""
+
+    out: Path
+    steps: int
+    total_steps: int
+    log: list[GRPOStep] = field(default_factory=list)
+    resumed_from: int = 0
+    final: Path | None = None
+    checkpoint: Path | None = None
+    interrupted: bool = False
+    wall_s: float = 0.0
+
+    @property
+    def rewards(self) -> list[float]:
+        """Mean reward of each step run by this call."""
+        return [s.reward for s in self.log]
+
+
+# ------------------------------------------------------------------------------------------------ pieces
+
+
+def estimator(name: str) -> Callable[[Sequence[float]], list[float]]:
+    """The advantage function called ``name`` (one of :data:`ADVANTAGES`); ``dr_grpo`` is GRPO without the std."""
+    from .advantages import grpo, mc_grpo
+
+    table: dict[str, Callable[[Sequence[float]], list[float]]] = {
+        "grpo": grpo, "dr_grpo": partial(grpo, scale=False), "mc_grpo": mc_grpo}  # fmt: skip
+    if name not in table:
+        raise GRPOError(f"advantage must be one of {', '.join(ADVANTAGES)}, got {name!r}", kind="invalid_option")
+    return table[name]
+
+
+def pick_tasks(tasks: Sequence[Task], n: int, seed: int, step: int) -> list[Task]:
+    """The tasks of ``step`` (0-based): ``n`` distinct ones drawn by ``(seed, step)`` alone (all when there are no
+    more than ``n``), so a resumed run trains on the tasks an uninterrupted one would have."""
+    if n >= len(tasks):
+        return list(tasks)
+    rng = random.Random(derive_seed("grpo-tasks", seed, step))
+    return [tasks[i] for i in sorted(rng.sample(range(len(tasks)), n))]
+
+
+class _Salted:
+    """A policy whose sampling seeds also depend on a salt (the step): trial k of a task gets the same episode
+    seed every step, and without the salt every step would draw the same random numbers for it."""
+
+    def __init__(self, policy: Any, salt: int) -> None:
+        self._policy, self._salt = policy, salt
+        self.name = policy.name
+
+    def start(self, *, tools: list[dict[str, Any]], task: Task | None = None, seed: int = 0) -> Any:
+        return self._policy.start(tools=tools, task=task, seed=derive_seed("grpo-sample", self._salt, seed))
+
+
+def rollouts(world: World, tasks: Sequence[Task], policy: Any, *, trials: int, scorer: Scorer | None = None,
+             salt: int | None = None, concurrency: int = 8, limits: Limits | None = None,
+             user: UserSimulator | None = None) -> list[tuple[Trajectory, Score]]:  # fmt: skip
+    """Run ``trials`` episodes of every task with ``policy`` (scripted user unless ``user``) and score each one.
+
+    ``salt`` (when given) varies the policy's sampling seeds, so that the same (task, trial) samples anew each
+    training step. ``scorer`` defaults to ``score_trajectory`` in ``world``. Pairs come in (task, trial) order.
+    """
+    from ..rollout.loop import DEFAULT_LIMITS, run_many
+
+    runner = _Salted(policy, salt) if salt is not None else policy
+    trajectories = asyncio.run(run_many(world, tasks, runner, trials=trials, concurrency=concurrency,
+                                        limits=limits or DEFAULT_LIMITS, user=user))  # fmt: skip
+    by_id = {t.id: t for t in tasks}
+    score = scorer or (lambda task, traj: score_trajectory(task, traj, world=world))
+    return [(traj, score(by_id[traj.task_id], traj)) for traj in trajectories]
+
+
+def samples_from_trajectories(pairs: Iterable[tuple[Trajectory, Score]], *, max_len: int | None = None) -> list[Sample]:
+    """Training samples from scored trials' token buffers: the sampled ids, loss mask and sampler logprobs as they
+    are, ``group`` the task id, the score in ``meta`` (``task_id``, ``trial``, ``reward``, ``success``).
+
+    Trials that ended on an infra error (unscored: their reward says nothing) or hold no token buffer (a
+    message-level policy) are left out. ``max_len`` cuts each sample to its first tokens.
+    """
+    from ..tokens import TokenBuffer
+    from .data import Sample, truncate
+
+    out = []
+    for traj, score in pairs:
+        if traj.failed_by_infra or score.infra_error or not traj.token_buffer:
+            continue
+        buf = TokenBuffer.from_dict(traj.token_buffer)
+        logprobs = [lp if m and lp is not None else 0.0 for lp, m in zip(buf.logprobs, buf.mask, strict=True)]
+        sample = Sample(input_ids=list(buf.ids), loss_mask=list(buf.mask), logprobs=logprobs, group=traj.task_id,
+                        meta={"task_id": traj.task_id, "trial": traj.trial, "reward": float(score.reward),
+                              "success": bool(score.success), "termination": traj.termination})  # fmt: skip
+        out.append(truncate(sample, max_len) if max_len is not None else sample)
+    return out
+
+
+def _spread_groups(samples: Sequence[Sample]) -> set[str]:
+    """Groups whose rewards differ: only they carry an advantage (a tie gives exactly zero, up to rounding)."""
+    rewards: dict[str, list[float]] = defaultdict(list)
+    for s in samples:
+        rewards[s.group].append(float(s.meta["reward"]))
+    return {g for g, rs in rewards.items() if len(rs) > 1 and max(rs) - min(rs) > 1e-9}
+
+
+# --------------------------------------------------------------------------------------------------- update
+
+
+def _update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any, params: list[Any],
+            config: GRPOConfig, pad_id: int) -> dict[str, float]:  # fmt: skip
+    """``config.updates`` optimizer steps of ``policy_loss`` on ``samples``; token-weighted stats of them all."""
+    import torch
+
+    from .data import pack
+    from .logprobs import token_logprobs
+    from .losses import policy_loss
+
+    first = next(model.parameters())
+    assert config.batch_tokens is not None
+    micro = [b.to(first.device, dtype=first.dtype) for b in pack(samples, config.batch_tokens, pad_id)]
+    counts = [float(b.loss_mask.sum()) for b in micro]
+    total = sum(counts)
+    none: list[Any] = [None] * len(micro)
+    with torch.no_grad():
+        # pi_old: the trainer before any update of this step, fixed for all of them. With one update policy_loss
+        # takes the current logprobs detached, which are exactly that, and the extra forward pass is saved.
+        olds = [token_logprobs(model, b) for b in micro] if config.updates > 1 else none
+        refs = [token_logprobs(ref_model, b) for b in micro] if ref_model is not None else none
+    sums: dict[str, float] = defaultdict(float)
+    for _ in range(config.updates):
+        optimizer.zero_grad(set_to_none=True)
+        for batch, old, ref, n in zip(micro, olds, refs, counts, strict=True):
+            loss, stats = policy_loss(model, batch, clip=config.clip, tis_cap=config.tis_cap, kl_coef=config.kl_coef,
+                                      ref_logprobs=ref, old_logprobs=old)  # fmt: skip
+            # each micro-batch's loss is its token mean: weighting by its share of tokens makes the step's loss
+            # the token mean over all of them, as one batch would give
+            (loss * (n / total)).backward()
+            sums["loss"] += float(loss.detach()) * n
+            for key in ("kl", "clip_frac", "logprob_gap"):
+                sums[key] += stats[key] * n
+        sums["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)) * total
+        optimizer.step()
+    weight = total * config.updates
+    return {key: value / weight for key, value in sums.items()}
+
+
+# ----------------------------------------------------------------------------------------------- checkpoints
+
+
+def _save_checkpoint(model: Any, optimizer: Any, step: int, config: GRPOConfig) -> Path:
+    """``checkpoint-N``, written to a temporary folder and renamed, so a crash never leaves a half one."""
+    import torch
+
+    final = config.out / f"checkpoint-{step}"
+    tmp = config.out / f".checkpoint-{step}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    torch.save({"optimizer": optimizer.state_dict(), "rng": torch.get_rng_state()}, tmp / _OPTIM_FILE)
+    (tmp / _STATE_FILE).write_text(json.dumps({"step": step, "config": config.to_dict()}, indent=2))
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    return final
+
+
+def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
+    """Restore the latest checkpoint of ``config.out``; the step it ends (0 when there is none)."""
+    import torch
+
+    from .sft import SFTError
+
+    ckpt = latest_checkpoint(config.out)
+    if ckpt is None:
+        return 0
+    state = json.loads((ckpt / _STATE_FILE).read_text())
+    saved = state.get("config", {})
+    for key in _RESUME_KEYS:
+        if key in saved and saved[key] != getattr(config, key):
+            raise GRPOError(f"{ckpt} was trained with {key}={saved[key]!r}, not {getattr(config, key)!r}: resume "
+                            "with the same options, or train into a new --out", kind="run_mismatch")  # fmt: skip
+    try:
+        _load_weights(model, ckpt, lora=False)
+    except SFTError as exc:
+        raise GRPOError(str(exc), kind=exc.kind) from exc
+    extra = torch.load(ckpt / _OPTIM_FILE, weights_only=False)
+    optimizer.load_state_dict(extra["optimizer"])
+    torch.set_rng_state(extra["rng"])
+    _trim_log(config.out / LOG_FILE, int(state["step"]))
+    return int(state["step"])
+
+
+def _tensorboard(config: GRPOConfig) -> Any:
+    """A SummaryWriter when tensorboard is installed and wanted; None otherwise (it is optional)."""
+    if not config.tensorboard:
+        return None
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        return None
+    return SummaryWriter(str(config.out / TENSORBOARD_DIR))
+
+
+# --------------------------------------------------------------------------------------------------- the loop
+
+
+def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], config: GRPOConfig, *,
+               on_step: Callable[[GRPOStep], Any] | None = None, scorer: Scorer | None = None,
+               limits: Limits | None = None, user: UserSimulator | None = None,
+               engine: HFEngine | None = None) -> GRPOResult:  # fmt: skip
+    """Train ``model`` in place with on-policy GRPO on ``tasks`` of ``world``; see the module docstring.
+
+    ``tokenizer`` is the model's (saved with the final model). ``scorer`` replaces ``score_trajectory`` as the
+    reward (a custom reward, or a stub in tests). ``engine`` is the :class:`HFEngine` that samples: by default one
+    is built over ``model``; pass your own to watch it, but it must wrap this very model. ``on_step`` sees each
+    step's :class:`GRPOStep`. Ctrl-C (``KeyboardInterrupt``, also from ``on_step``) saves a checkpoint of the last
+    finished step and returns ``interrupted=True``; run again with ``resume=True`` to continue. Raises
+    :class:`GRPOError`.
+    """
+    import torch
+
+    from ..rollout.engines.hf import HFEngine
+    from ..rollout.token_policy import TokenPolicy
+    from ..tokens.tokenizers import load_tokenizer
+    from .advantages import assign
+
+    tasks = list(tasks)
+    if not tasks:
+        raise GRPOError("no tasks to train on: pass a task file from `toolworld tasks generate`", kind="no_tasks")
+    foreign = sorted({t.world for t in tasks if t.world != world.name})
+    if foreign:
+        raise GRPOError(f"tasks of world(s) {', '.join(foreign)} cannot be played in world {world.name!r}: train on "
+                        "one world's tasks at a time", kind="invalid_option")  # fmt: skip
+    config.out.mkdir(parents=True, exist_ok=True)
+    if not config.resume and (latest_checkpoint(config.out) or (config.out / LOG_FILE).exists()):
+        raise GRPOError(f"{config.out} already holds a training run: pass resume=True (--resume) to continue it, or "
+                        "choose another output folder", kind="output_exists")  # fmt: skip
+    tokenizer = load_tokenizer(tokenizer)
+    torch.manual_seed(config.seed)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    first = next(model.parameters())
+    if engine is None:
+        engine = HFEngine(model=model, tokenizer=tokenizer, device=str(first.device), prefix_cache=True)
+    elif engine.model is not model:
+        raise GRPOError("engine= must wrap the model being trained (HFEngine(model=model, ...)), or GRPO would "
+                        "train on another policy's samples", kind="invalid_option")  # fmt: skip
+    model.eval()  # see the module docstring: no dropout, so pi and pi_old are one function
+    ref_model = None
+    if config.kl_coef:  # the reference is the model as given, before any update (also when resuming)
+        ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    start = _resume(model, optimizer, config) if config.resume else 0
+    engine.reset_cache()
+    policy = TokenPolicy(engine, tokenizer, name="grpo", max_tokens=config.max_tokens, temperature=config.temperature)
+    advantage = estimator(config.advantage)
+    result = GRPOResult(config.out, start, config.steps, resumed_from=start)
+    writer = _tensorboard(config)
+    log = (config.out / LOG_FILE).open("a", encoding="utf-8")
+    t_start = time.perf_counter()
+    try:
+        for step in range(start, config.steps):
+            t0 = time.perf_counter()
+            chosen = pick_tasks(tasks, config.tasks_per_step, config.seed, step)
+            pairs = rollouts(world, chosen, policy, trials=config.group, scorer=scorer,
+                             salt=derive_seed(config.seed, step), concurrency=config.concurrency, limits=limits,
+                             user=user)  # fmt: skip
+            t_sampled = time.perf_counter()
+            samples = samples_from_trajectories(pairs, max_len=config.max_len)
+            scored = [score for traj, score in pairs if not (traj.failed_by_infra or score.infra_error)]
+            assign(samples, advantage)
+            spread = _spread_groups(samples)
+            train_on = [s for s in samples if s.group in spread and any(s.loss_mask)]
+            stats: dict[str, float] = {}
+            if train_on:
+                stats = _update(model, ref_model, train_on, optimizer, params, config, pad_id)
+                engine.reset_cache()
+            took = time.perf_counter() - t0
+            tokens = sum(sum(s.loss_mask) for s in samples)
+            entry = GRPOStep(
+                step=step + 1, total_steps=config.steps,
+                reward=statistics.fmean(s.reward for s in scored) if scored else 0.0,
+                pass1=statistics.fmean(float(s.success) for s in scored) if scored else 0.0,
+                trials=len(pairs), infra_errors=len(pairs) - len(scored), groups=len(spread), updated=bool(train_on),
+                loss=stats.get("loss"), kl=stats.get("kl"), clip_frac=stats.get("clip_frac"),
+                logprob_gap=stats.get("logprob_gap"), grad_norm=stats.get("grad_norm"), tokens=tokens,
+                tokens_per_s=tokens / max(took, 1e-9), seconds=took, sample_s=t_sampled - t0,
+                update_s=time.perf_counter() - t_sampled)  # fmt: skip
+            result.log.append(entry)
+            result.steps = step + 1
+            log.write(json.dumps(entry.to_dict()) + "\n")
+            log.flush()
+            if writer is not None:
+                for key, value in entry.to_dict().items():
+                    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+                        writer.add_scalar(f"grpo/{key}", value, step + 1)
+            if config.save_every and (step + 1) % config.save_every == 0 and step + 1 < config.steps:
+                result.checkpoint = _save_checkpoint(model, optimizer, step + 1, config)
+            if on_step is not None:
+                on_step(entry)
+    except KeyboardInterrupt:
+        result.interrupted = True
+        engine.reset_cache()
+        done = result.checkpoint is not None and result.checkpoint.name == f"checkpoint-{result.steps}"
+        if result.steps > start and not done:
+            result.checkpoint = _save_checkpoint(model, optimizer, result.steps, config)
+        result.wall_s = time.perf_counter() - t_start
+        return result
+    finally:
+        log.close()
+        if writer is not None:
+            writer.close()
+    result.checkpoint = _save_checkpoint(model, optimizer, config.steps, config)
+    final = config.out / FINAL_DIR
+    shutil.rmtree(final, ignore_errors=True)
+    model.save_pretrained(final)
+    tokenizer.save_pretrained(final)
+    result.final = final
+    result.wall_s = time.perf_counter() - t_start
+    return result

@@ -1,0 +1,291 @@
+"""On-policy GRPO and rejection fine-tuning with a tiny random Llama around SmolLM2's real tokenizer.
+
+A random model solves nothing, so the learning signal is a stub scorer (reward by trial number) wherever an update
+must happen; the real scorer is used where ties (no update) are the point. Every trial is one turn cut at
+``max_tokens`` after the ~4.5k-token retail system prompt, which is what the update's cost is made of.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from toolworld.cli import app
+from train_kit import smollm2_tokenizer, tiny_llama
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from toolworld.rollout.engines.hf import HFEngine  # noqa: E402
+from toolworld.scoring.model import Score  # noqa: E402
+from toolworld.tasks.generate import generate  # noqa: E402
+from toolworld.tasks.model import write_jsonl  # noqa: E402
+from toolworld.tokens import TokenBuffer  # noqa: E402
+from toolworld.train.data import Sample, collate  # noqa: E402
+from toolworld.train.grpo import GRPOConfig, GRPOError, pick_tasks, train_grpo  # noqa: E402
+from toolworld.train.logprobs import token_logprobs  # noqa: E402
+from toolworld.train.rft import SAMPLES_FILE, SUMMARY_FILE, train_rft  # noqa: E402
+from toolworld.train.sft import SFTConfig, SFTError  # noqa: E402
+from toolworld.world import get_world  # noqa: E402
+
+LOG_FIELDS = {"step", "reward", "pass1", "kl", "clip_frac", "logprob_gap", "tokens", "tokens_per_s", "seconds"}
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Any:
+    return smollm2_tokenizer()
+
+
+def tiny_model(tokenizer: Any) -> Any:
+    return tiny_llama(tokenizer)
+
+
+@pytest.fixture(scope="module")
+def world() -> Any:
+    return get_world("retail")
+
+
+@pytest.fixture(scope="module")
+def tasks() -> list[Any]:
+    return generate("retail", 2, seed=0, sampler="target").tasks
+
+
+class Recorder:
+    """A scorer stub: reward 1 to odd trials, 0 to even ones (so every group has a spread); keeps what it saw."""
+
+    def __init__(self, reward: Any = None) -> None:
+        self.seen: list[Any] = []
+        self.reward = reward or (lambda traj: float(traj.trial % 2))
+
+    def __call__(self, task: Any, traj: Any) -> Score:
+        self.seen.append(traj)
+        r = self.reward(traj)
+        return Score(task_id=task.id, trial=traj.trial, reward=r, success=r == 1.0)
+
+
+def config(out: Path, **kw: Any) -> GRPOConfig:
+    base: dict[str, Any] = {"out": out, "group": 2, "tasks_per_step": 2, "steps": 2, "lr": 1e-3, "max_tokens": 12,
+                            "concurrency": 4, "tensorboard": False}  # fmt: skip
+    return GRPOConfig(**{**base, **kw})
+
+
+def weights(model: Any) -> dict[str, Any]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def sampled_logprob(model: Any, traj: Any) -> float:
+    """Sum of the model's logprobs of a trajectory's sampled tokens (its token buffer as stored)."""
+    buf = TokenBuffer.from_dict(traj.token_buffer)
+    batch = collate([Sample(input_ids=buf.ids, loss_mask=buf.mask)], 0)
+    with torch.no_grad():
+        return float((token_logprobs(model, batch) * batch.loss_mask).sum())
+
+
+@pytest.fixture(scope="module")
+def two_steps(tokenizer, world, tasks, tmp_path_factory) -> dict[str, Any]:
+    """Two GRPO steps on one task with a checkpoint after each; the scorer's view of every trial."""
+    out = tmp_path_factory.mktemp("grpo")
+    model = tiny_model(tokenizer)
+    start = copy.deepcopy(model)
+    scorer = Recorder()
+    steps: list[Any] = []
+    result = train_grpo(model, tokenizer, world, tasks[:1], config(out, save_every=1), scorer=scorer,
+                        on_step=steps.append)  # fmt: skip
+    return {"out": out, "model": model, "start": start, "scorer": scorer, "result": result, "steps": steps}
+
+
+# ------------------------------------------------------------------------------------------------ the loop
+
+
+def test_two_steps_log_checkpoint_and_save_a_loadable_final_model(two_steps, tokenizer):
+    out, result = two_steps["out"], two_steps["result"]
+    lines = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [1, 2]
+    for line in lines:
+        assert set(line) >= LOG_FIELDS
+        assert line["updated"] and line["trials"] == 2 and line["reward"] == 0.5 and line["pass1"] == 0.5
+        assert line["tokens"] > 0 and line["tokens_per_s"] > 0 and line["kl"] == 0.0
+    assert [s.step for s in two_steps["steps"]] == [1, 2] and result.steps == 2 and not result.interrupted
+    for name in ("checkpoint-1", "checkpoint-2", "final"):
+        assert (out / name / "config.json").is_file()
+    assert (out / "checkpoint-1" / "optimizer.pt").is_file()
+    # the final folder is what `--policy hf:OUT/final` loads: weights and tokenizer, and they are the trained ones
+    engine = HFEngine(out / "final", device="cpu", dtype="float32")
+    trained = two_steps["model"].state_dict()
+    assert all(torch.equal(v, trained[k]) for k, v in engine.model.state_dict().items())
+    assert engine.tokenizer.encode("find_user") == tokenizer.encode("find_user")
+
+
+def test_each_step_samples_anew_with_the_model_being_trained(two_steps):
+    seen = two_steps["scorer"].seen
+    assert len(seen) == 4 and {t.trial for t in seen} == {0, 1}
+    first, second = seen[:2], seen[2:]
+    # the same (task, trial) samples other tokens in the next step: seeds are salted by the step
+    for a, b in zip(first, second, strict=True):
+        assert (a.task_id, a.trial) == (b.task_id, b.trial)
+        assert TokenBuffer.from_dict(a.token_buffer).sampled_ids() != TokenBuffer.from_dict(b.token_buffer).sampled_ids()
+
+
+def test_sampler_and_trainer_agree_after_an_update(two_steps):
+    # Step 2 samples after step 1's update. Its stored logprobs match the trainer's only if the engine's KV prefix
+    # cache (the long system prompt, computed by the old weights) was dropped after the update.
+    gaps = [s.logprob_gap for s in two_steps["steps"]]
+    assert all(g is not None and g < 1e-4 for g in gaps), gaps
+
+
+def test_the_update_raises_the_rewarded_trial_against_the_other(two_steps, tasks):
+    """Step 1's update moves each task's rewarded trial (odd) up relative to its unrewarded one."""
+    from toolworld.train.sft import _load_weights
+
+    after = copy.deepcopy(two_steps["start"])
+    _load_weights(after, two_steps["out"] / "checkpoint-1", lora=False)
+    first = two_steps["scorer"].seen[:2]
+    task = tasks[0].id
+    good = next(t for t in first if t.task_id == task and t.trial == 1)
+    bad = next(t for t in first if t.task_id == task and t.trial == 0)
+    before_good, before_bad = sampled_logprob(two_steps["start"], good), sampled_logprob(two_steps["start"], bad)
+    after_good, after_bad = sampled_logprob(after, good), sampled_logprob(after, bad)
+    assert (after_good - before_good) - (after_bad - before_bad) > 0
+
+
+def test_resume_continues_at_the_next_step_and_ends_where_an_uninterrupted_run_ends(two_steps, tokenizer, world,
+                                                                                       tasks, tmp_path):  # fmt: skip
+    out = tmp_path / "run"
+    shutil.copytree(two_steps["out"], out)
+    shutil.rmtree(out / "checkpoint-2")
+    shutil.rmtree(out / "final")
+    model = tiny_model(tokenizer)
+    with pytest.raises(GRPOError) as info:
+        train_grpo(model, tokenizer, world, tasks[:1], config(out), scorer=Recorder())
+    assert info.value.kind == "output_exists"
+    steps: list[Any] = []
+    result = train_grpo(model, tokenizer, world, tasks[:1], config(out, resume=True), scorer=Recorder(),
+                        on_step=steps.append)  # fmt: skip
+    assert result.resumed_from == 1 and [s.step for s in steps] == [2] and result.final is not None
+    assert [json.loads(line)["step"] for line in (out / "train.jsonl").read_text().splitlines()] == [1, 2]
+    reference = two_steps["model"].state_dict()
+    assert all(torch.allclose(v, reference[k], atol=1e-6) for k, v in model.state_dict().items())
+    with pytest.raises(GRPOError) as mismatch:
+        train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(out, resume=True, group=3))
+    assert mismatch.value.kind == "run_mismatch"
+
+
+def test_tied_rewards_make_no_update(tokenizer, world, tasks, tmp_path):
+    model = tiny_model(tokenizer)
+    before = weights(model)
+    steps: list[Any] = []
+    train_grpo(model, tokenizer, world, tasks[:1], config(tmp_path / "o", steps=1), scorer=Recorder(lambda t: 0.25),
+               on_step=steps.append)  # fmt: skip
+    assert not steps[0].updated and steps[0].groups == 0 and steps[0].loss is None and steps[0].reward == 0.25
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+def test_infra_errors_take_no_part(tokenizer, world, tasks, tmp_path):
+    """An unscored trial (infra error) is neither in the reward mean nor in a group: its group is left alone."""
+
+    class Broken(Recorder):
+        def __call__(self, task: Any, traj: Any) -> Score:
+            score = super().__call__(task, traj)
+            return score.model_copy(update={"infra_error": traj.trial == 1, "reward": 0.0 if traj.trial else 0.5})
+
+    model = tiny_model(tokenizer)
+    before = weights(model)
+    steps: list[Any] = []
+    train_grpo(model, tokenizer, world, tasks[:1], config(tmp_path / "o", steps=1), scorer=Broken(),
+               on_step=steps.append)  # fmt: skip
+    assert steps[0].infra_errors == 1 and steps[0].reward == 0.5 and not steps[0].updated
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+def test_reset_cache_drops_keys_of_old_weights(tokenizer):
+    model = tiny_model(tokenizer).eval()
+    engine = HFEngine(model=model, tokenizer=tokenizer, device="cpu", prefix_cache=True)
+    prompt = tokenizer.encode("The customer asks to cancel order W123 and wants a refund to the card on file.")
+    kw: dict[str, Any] = {"max_tokens": 6, "temperature": 1.0, "stop_ids": [], "seed": 3}
+    engine.generate_sync(prompt, **kw)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    longer = [*prompt, *tokenizer.encode(" Thanks.")]
+    stale = engine.generate_sync(longer, **kw)  # continues from keys the old weights computed
+    fresh = HFEngine(model=model, tokenizer=tokenizer, device="cpu", prefix_cache=True).generate_sync(longer, **kw)
+    engine.generate_sync(prompt, **kw)
+    engine.reset_cache()
+    reset = engine.generate_sync(longer, **kw)
+    assert reset.ids == fresh.ids and reset.logprobs == pytest.approx(fresh.logprobs, abs=1e-5)
+    assert stale.logprobs != pytest.approx(fresh.logprobs, abs=1e-5)
+
+
+def test_pick_tasks_is_fixed_by_seed_and_step(tasks):
+    many = [tasks[0].model_copy(update={"id": f"t{i}"}) for i in range(10)]
+    assert pick_tasks(many, 3, 0, 5) == pick_tasks(many, 3, 0, 5)
+    picks = [tuple(t.id for t in pick_tasks(many, 3, 0, s)) for s in range(6)]
+    assert all(len(set(p)) == 3 for p in picks) and len(set(picks)) > 1
+    assert pick_tasks(tasks, 8, 0, 0) == list(tasks)
+
+
+def test_config_errors_are_structured():
+    for bad in ({"group": 1}, {"advantage": "ppo"}, {"temperature": 0.0}, {"max_len": 100, "batch_tokens": 50}):
+        with pytest.raises(GRPOError) as info:
+            GRPOConfig(**bad)
+        assert info.value.kind == "invalid_option" and next(iter(bad)) in str(info.value)
+
+
+# ----------------------------------------------------------------------------------------------------- rft
+
+
+def test_rft_learns_only_the_passed_trials_token_for_token(tokenizer, world, tasks, tmp_path):
+    model = tiny_model(tokenizer)
+    scorer = Recorder()  # odd trials pass
+    sft = SFTConfig(out=tmp_path / "rft", max_steps=1, lr=1e-3, max_len=8192, batch_tokens=8192)
+    result = train_rft(model, tokenizer, world, tasks, k=2, config=sft, max_tokens=8, scorer=scorer)
+    assert (result.trials, result.passed, result.kept) == (4, 2, 2)
+    rows = [json.loads(line) for line in (tmp_path / "rft" / SAMPLES_FILE).read_text().splitlines()]
+    assert {r["trial"] for r in rows} == {1} and {r["task_id"] for r in rows} == {t.id for t in tasks}
+    for row in rows:
+        traj = next(t for t in scorer.seen if (t.task_id, t.trial) == (row["task_id"], row["trial"]))
+        buf = TokenBuffer.from_dict(traj.token_buffer)
+        assert row["input_ids"] == buf.ids and row["loss_mask"] == buf.mask
+    assert json.loads((tmp_path / "rft" / SUMMARY_FILE).read_text())["kept"] == 2
+    assert result.sft is not None and result.sft.steps == 1 and (tmp_path / "rft" / "final" / "config.json").is_file()
+
+
+def test_rft_without_a_passed_trial_says_so(tokenizer, world, tasks, tmp_path):
+    sft = SFTConfig(out=tmp_path / "rft", max_steps=1, max_len=8192, batch_tokens=8192)
+    with pytest.raises(SFTError) as info:
+        train_rft(tiny_model(tokenizer), tokenizer, world, tasks[:1], k=2, config=sft, max_tokens=4,
+                  scorer=Recorder(lambda t: 0.0))  # fmt: skip
+    assert info.value.kind == "no_successful_trials"
+
+
+# ----------------------------------------------------------------------------------------------------- CLI
+
+
+def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
+    model_dir = tmp_path / "tiny"
+    tiny_model(tokenizer).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    task_file = tmp_path / "tasks.jsonl"
+    write_jsonl(task_file, tasks[:1])
+    out = tmp_path / "out"
+    args = ["train", "grpo", str(task_file), "--model", str(model_dir), "--out", str(out), "--steps", "1", "--group",
+            "2", "--max-tokens", "6", "--device", "cpu", "--json"]  # fmt: skip
+    res = runner.invoke(app, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.output.strip().splitlines()[-1])
+    assert summary["steps"] == 1 and summary["final"] == str(out / "final") and not summary["interrupted"]
+    assert (out / "final" / "config.json").is_file() and (out / "train.jsonl").is_file()
+    again = runner.invoke(app, args, catch_exceptions=False)
+    assert again.exit_code == 1 and json.loads(again.output.strip().splitlines()[-1])["error"]["type"] == "output_exists"
+    bad = runner.invoke(app, [*args[:6], str(tmp_path / "o2"), "--advantage", "ppo"], catch_exceptions=False)
+    assert json.loads(bad.output.strip().splitlines()[-1])["error"]["type"] == "invalid_option"
+    missing = runner.invoke(app, ["train", "rft", str(tmp_path / "nope.jsonl"), "--model", str(model_dir), "--out",
+                                  str(tmp_path / "o3"), "--k", "2"], catch_exceptions=False)  # fmt: skip
+    assert json.loads(missing.output.strip().splitlines()[-1])["error"]["type"] == "not_found"
