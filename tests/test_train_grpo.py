@@ -142,10 +142,10 @@ def test_sampler_and_trainer_agree_after_an_update(two_steps):
 
 def test_the_update_raises_the_rewarded_trial_against_the_other(two_steps, tasks):
     """Step 1's update moves each task's rewarded trial (odd) up relative to its unrewarded one."""
-    from toolworld.train.sft import _load_weights
+    from toolworld.train.sft import load_weights
 
     after = copy.deepcopy(two_steps["start"])
-    _load_weights(after, two_steps["out"] / "checkpoint-1", lora=False)
+    load_weights(after, two_steps["out"] / "checkpoint-1", lora=False)
     first = two_steps["scorer"].seen[:2]
     task = tasks[0].id
     good = next(t for t in first if t.task_id == task and t.trial == 1)

@@ -276,3 +276,16 @@ def pack(samples: Sequence[Sample], max_tokens: int, pad_id: int, *, rows_per_ba
         rows[-1].append(s)
         used += len(s)
     return [_rows(rows[i : i + rows_per_batch], pad_id, packed=True) for i in range(0, len(rows), rows_per_batch)]
+
+
+def one_world_tasks(tasks: Iterable[Any], world: Any, *, error: type[ToolworldError], what: str) -> list[Any]:
+    """The tasks as a list, refused with ``error`` (kind ``no_tasks`` or ``invalid_option``) when there are none or
+    some belong to another world: ``what`` says what the caller does with them ("train on", "sample")."""
+    tasks = list(tasks)
+    if not tasks:
+        raise error(f"no tasks to {what}: pass a task file from `toolworld tasks generate`", kind="no_tasks")
+    foreign = sorted({t.world for t in tasks if t.world != world.name})
+    if foreign:
+        raise error(f"tasks of world(s) {', '.join(foreign)} cannot be played in world {world.name!r}: {what} one "
+                    "world's tasks at a time", kind="invalid_option")  # fmt: skip
+    return tasks

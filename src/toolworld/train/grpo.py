@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import ToolworldError
 from ..core.seeds import derive_seed
 from ..scoring.verify import score_trajectory
-from .sft import _OPTIM_FILE, _STATE_FILE, FINAL_DIR, LOG_FILE, _load_weights, _trim_log, latest_checkpoint
+from .data import one_world_tasks
+from .sft import FINAL_DIR, LOG_FILE, OPTIM_FILE, STATE_FILE, latest_checkpoint, load_weights, trim_log
 
 if TYPE_CHECKING:
     from ..env.limits import Limits
@@ -330,8 +331,8 @@ def _save_checkpoint(model: Any, optimizer: Any, step: int, config: GRPOConfig) 
     tmp = config.out / f".checkpoint-{step}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
-    torch.save({"optimizer": optimizer.state_dict(), "rng": torch.get_rng_state()}, tmp / _OPTIM_FILE)
-    (tmp / _STATE_FILE).write_text(json.dumps({"step": step, "config": config.to_dict()}, indent=2))
+    torch.save({"optimizer": optimizer.state_dict(), "rng": torch.get_rng_state()}, tmp / OPTIM_FILE)
+    (tmp / STATE_FILE).write_text(json.dumps({"step": step, "config": config.to_dict()}, indent=2))
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     return final
@@ -346,20 +347,20 @@ def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
     ckpt = latest_checkpoint(config.out)
     if ckpt is None:
         return 0
-    state = json.loads((ckpt / _STATE_FILE).read_text())
+    state = json.loads((ckpt / STATE_FILE).read_text())
     saved = state.get("config", {})
     for key in _RESUME_KEYS:
         if key in saved and saved[key] != getattr(config, key):
             raise GRPOError(f"{ckpt} was trained with {key}={saved[key]!r}, not {getattr(config, key)!r}: resume "
                             "with the same options, or train into a new --out", kind="run_mismatch")  # fmt: skip
     try:
-        _load_weights(model, ckpt, lora=False)
+        load_weights(model, ckpt, lora=False)
     except SFTError as exc:
         raise GRPOError(str(exc), kind=exc.kind) from exc
-    extra = torch.load(ckpt / _OPTIM_FILE, weights_only=False)
+    extra = torch.load(ckpt / OPTIM_FILE, weights_only=False)
     optimizer.load_state_dict(extra["optimizer"])
     torch.set_rng_state(extra["rng"])
-    _trim_log(config.out / LOG_FILE, int(state["step"]))
+    trim_log(config.out / LOG_FILE, int(state["step"]))
     return int(state["step"])
 
 
@@ -397,13 +398,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     from ..tokens.tokenizers import load_tokenizer
     from .advantages import assign
 
-    tasks = list(tasks)
-    if not tasks:
-        raise GRPOError("no tasks to train on: pass a task file from `toolworld tasks generate`", kind="no_tasks")
-    foreign = sorted({t.world for t in tasks if t.world != world.name})
-    if foreign:
-        raise GRPOError(f"tasks of world(s) {', '.join(foreign)} cannot be played in world {world.name!r}: train on "
-                        "one world's tasks at a time", kind="invalid_option")  # fmt: skip
+    tasks = one_world_tasks(tasks, world, error=GRPOError, what="train on")
     config.out.mkdir(parents=True, exist_ok=True)
     if not config.resume and (latest_checkpoint(config.out) or (config.out / LOG_FILE).exists()):
         raise GRPOError(f"{config.out} already holds a training run: pass resume=True (--resume) to continue it, or "

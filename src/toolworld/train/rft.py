@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .data import one_world_tasks
 from .grpo import Scorer, rollouts, samples_from_trajectories
 from .sft import SFTConfig, SFTError, SFTResult, StepLog, train_sft
 
@@ -88,13 +89,7 @@ def train_rft(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], *
         raise SFTError(f"k must be >= 1, got {k}", kind="invalid_option")
     if out is not None:
         config.out = Path(out)
-    tasks = list(tasks)
-    if not tasks:
-        raise SFTError("no tasks to sample: pass a task file from `toolworld tasks generate`", kind="no_tasks")
-    foreign = sorted({t.world for t in tasks if t.world != world.name})
-    if foreign:
-        raise SFTError(f"tasks of world(s) {', '.join(foreign)} cannot be played in world {world.name!r}: sample one "
-                       "world's tasks at a time", kind="invalid_option")  # fmt: skip
+    tasks = one_world_tasks(tasks, world, error=SFTError, what="sample")
     config.out.mkdir(parents=True, exist_ok=True)
     tokenizer = load_tokenizer(tokenizer)
     samples_path = config.out / SAMPLES_FILE

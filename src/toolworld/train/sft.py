@@ -56,8 +56,8 @@ DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up
 LOG_FILE = "train.jsonl"
 FINAL_DIR = "final"
 GOLD_RUN_DIR = "gold-run"
-_STATE_FILE = "trainer_state.json"
-_OPTIM_FILE = "optimizer.pt"
+STATE_FILE = "trainer_state.json"
+OPTIM_FILE = "optimizer.pt"
 
 
 class SFTError(ToolworldError):
@@ -303,7 +303,7 @@ def latest_checkpoint(out: str | Path) -> Path | None:
     best: tuple[int, Path] | None = None
     for child in Path(out).glob("checkpoint-*"):
         suffix = child.name.split("-", 1)[1]
-        if suffix.isdigit() and (child / _STATE_FILE).is_file() and (best is None or int(suffix) > best[0]):
+        if suffix.isdigit() and (child / STATE_FILE).is_file() and (best is None or int(suffix) > best[0]):
             best = (int(suffix), child)
     return best[1] if best else None
 
@@ -368,14 +368,14 @@ def _save_checkpoint(model: Any, optimizer: Any, scheduler: Any, step: int, conf
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                "rng": torch.get_rng_state()}, tmp / _OPTIM_FILE)  # fmt: skip
-    (tmp / _STATE_FILE).write_text(json.dumps({"step": step, "config": config.to_dict()}, indent=2))
+                "rng": torch.get_rng_state()}, tmp / OPTIM_FILE)  # fmt: skip
+    (tmp / STATE_FILE).write_text(json.dumps({"step": step, "config": config.to_dict()}, indent=2))
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     return final
 
 
-def _load_weights(model: Any, folder: Path, lora: bool) -> None:
+def load_weights(model: Any, folder: Path, lora: bool) -> None:
     """Put a checkpoint's saved weights into ``model`` (the full model, or the adapter of a peft model)."""
     from safetensors.torch import load_file
 
@@ -407,22 +407,22 @@ def _resume(model: Any, optimizer: Any, scheduler: Any, config: SFTConfig, lora:
     ckpt = latest_checkpoint(config.out)
     if ckpt is None:
         return 0
-    state = json.loads((ckpt / _STATE_FILE).read_text())
+    state = json.loads((ckpt / STATE_FILE).read_text())
     saved = state.get("config", {})
     for key in ("lora", "seed", "batch_tokens", "grad_accum", "max_len", "epochs", "max_steps", "lr"):
         if key in saved and saved[key] != getattr(config, key):
             raise SFTError(f"{ckpt} was trained with {key}={saved[key]!r}, not {getattr(config, key)!r}: resume with "
                            "the same options, or train into a new --out", kind="run_mismatch")  # fmt: skip
-    _load_weights(model, ckpt, lora)
-    extra = torch.load(ckpt / _OPTIM_FILE, weights_only=False)
+    load_weights(model, ckpt, lora)
+    extra = torch.load(ckpt / OPTIM_FILE, weights_only=False)
     optimizer.load_state_dict(extra["optimizer"])
     scheduler.load_state_dict(extra["scheduler"])
     torch.set_rng_state(extra["rng"])
-    _trim_log(config.out / LOG_FILE, int(state["step"]))
+    trim_log(config.out / LOG_FILE, int(state["step"]))
     return int(state["step"])
 
 
-def _trim_log(log: Path, step: int) -> None:
+def trim_log(log: Path, step: int) -> None:
     """Drop log lines of steps after the checkpoint: they will be run, and logged, again."""
     if not log.is_file():
         return
