@@ -44,3 +44,39 @@ def test_trials_of_one_task_share_anchor_states_and_gigpo_compares_them(world, t
     with pytest.raises(TrainDataError) as err:
         episode_from_trajectory(trajs[0], Sample(input_ids=list(range(len(mask))), loss_mask=mask, group=task.id), 1.0)
     assert err.value.kind == "turns_mismatch"
+
+
+def test_the_grpo_loop_runs_with_gigpo_advantages(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`--advantage gigpo`: the loop gives each turn's tokens its step-level advantage on top of the episode's."""
+    from toolworld.tasks.generate import generate
+    from toolworld.train import grpo as grpo_mod
+    from toolworld.train.grpo import GRPOConfig, train_grpo
+    from toolworld.world import get_world
+    from train_kit import smollm2_tokenizer, tiny_llama
+
+    tokenizer = smollm2_tokenizer()
+    model = tiny_llama(tokenizer)
+    tasks = generate("retail", 1, seed=0, sampler="target").tasks
+    seen: list[list[float]] = []
+    real = grpo_mod._step_level
+
+    def spy(samples, pairs):  # type: ignore[no-untyped-def]
+        real(samples, pairs)
+        seen.extend(s.token_advantages for s in samples)
+
+    monkeypatch.setattr(grpo_mod, "_step_level", spy)
+    rewards = iter([1.0, 0.0])
+
+    def scorer(task, traj):  # type: ignore[no-untyped-def]
+        from toolworld.scoring.verify import score_trajectory
+
+        score = score_trajectory(task, traj)
+        return score.model_copy(update={"reward": next(rewards)})
+
+    config = GRPOConfig(out=tmp_path / "gigpo", group=2, tasks_per_step=1, steps=1, advantage="gigpo", max_tokens=8,
+                        lr=1e-3)
+    result = train_grpo(model, tokenizer, get_world("retail"), tasks, config, scorer=scorer)
+    assert len(result.log) == 1 and result.final is not None
+    assert len(seen) == 2 and all(adv is not None for adv in seen)
+    # the rewarded trial's tokens carry a positive advantage, the other's a negative one
+    assert max(seen[0]) > 0 > min(seen[1])

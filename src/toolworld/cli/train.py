@@ -227,8 +227,9 @@ def grpo(
     tasks_per_step: Annotated[int, typer.Option("--tasks-per-step", min=1, help="Tasks sampled per step.")] = 8,
     steps: Annotated[int, typer.Option("--steps", min=1, help="Training steps (sample, score, update).")] = 100,
     lr: Annotated[float, typer.Option("--lr", min=0.0, help="Learning rate (constant).")] = 1e-6,
-    advantage: Annotated[str, typer.Option("--advantage", help="grpo (mean/std baseline), dr_grpo (mean only) or "
-                                           "mc_grpo (median).")] = "grpo",
+    advantage: Annotated[str, typer.Option("--advantage", help="grpo (mean/std baseline), dr_grpo (mean only), "
+                                           "mc_grpo (median) or gigpo (grpo plus a step-level advantage over turns "
+                                           "taken in the same world state).")] = "grpo",
     kl: Annotated[float, typer.Option("--kl", min=0.0, help="KL penalty to the starting model (0: no reference "
                                       "model is kept).")] = 0.0,
     clip: Annotated[float, typer.Option("--clip", help="PPO clip range of the probability ratio.")] = 0.2,

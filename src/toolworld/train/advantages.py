@@ -110,17 +110,21 @@ def turn_spans(loss_mask: Sequence[int]) -> list[tuple[int, int]]:
     return spans
 
 
-def episode_from_trajectory(trajectory: Trajectory, sample: Sample, reward: float) -> Episode:
+def episode_from_trajectory(trajectory: Trajectory, sample: Sample, reward: float, *,
+                            truncated: bool = False) -> Episode:  # fmt: skip
     """A GiGPO ``Episode`` from a token-level trial: one step per assistant turn that sampled tokens, its
     anchor state the world's state hash when the turn was taken (``TurnRecord.state_hash``), its span the
     turn's sampled tokens in ``sample`` (``turn_spans`` of the loss mask, in order), and the outcome reward on
     the last step (the environment gives no reward before the end).
 
     Raises ``TrainDataError('turns_mismatch')`` when the sampled segments and the turns do not pair up (a buffer
-    that is not this trajectory's), rather than pairing states with the wrong tokens.
+    that is not this trajectory's), rather than pairing states with the wrong tokens. A sample cut to its first
+    tokens (``truncated``) keeps the steps of the turns it still holds.
     """
     turns = [t for t in trajectory.turns if not t.meta.get("no_sampled_ids")]
     spans = turn_spans(sample.loss_mask)
+    if truncated and len(spans) < len(turns):
+        turns = turns[: len(spans)]
     if len(turns) != len(spans):
         raise TrainDataError("turns_mismatch", f"{len(spans)} sampled segments in the buffer but {len(turns)} turns "
                              f"that sampled tokens in trial {trajectory.trial} of {trajectory.task_id}")  # fmt: skip

@@ -5,7 +5,8 @@ One step of :func:`train_grpo`::
     tasks  = pick_tasks(tasks, N, seed, step)                 # deterministic per (seed, step)
     trials = G episodes per task, sampled by the model itself  # HFEngine over the same weights, scripted user
     r_i    = score_trajectory(task, trial_i).reward
-    A_i    = advantage(r of the task's G trials)               # grpo | dr_grpo | mc_grpo
+    A_i    = advantage(r of the task's G trials)               # grpo | dr_grpo | mc_grpo | gigpo
+             (gigpo adds, per turn's tokens, the step-level advantage over turns taken in the same world state)
     pi_old = trainer logprobs of the sampled tokens (no grad, once)
     repeat `updates` times: one AdamW step on policy_loss      # clipped surrogate, TIS, optional k3 KL
     engine.reset_cache()                                       # the KV prefix cache holds the old weights' keys
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
 __all__ = ["ADVANTAGES", "GRPOConfig", "GRPOError", "GRPOResult", "GRPOStep", "Scorer", "estimator", "pick_tasks",
            "rollouts", "samples_from_trajectories", "train_grpo"]  # fmt: skip
 
-ADVANTAGES = ("grpo", "mc_grpo", "dr_grpo")
+ADVANTAGES = ("grpo", "mc_grpo", "dr_grpo", "gigpo")
 TENSORBOARD_DIR = "tensorboard"
 #: ``(task, trajectory) -> Score``: how a trial is rewarded (default: ``score_trajectory`` in the training world).
 Scorer = Callable[["Task", "Trajectory"], "Score"]
@@ -202,8 +203,9 @@ def estimator(name: str) -> Callable[[Sequence[float]], list[float]]:
     """The advantage function called ``name`` (one of :data:`ADVANTAGES`); ``dr_grpo`` is GRPO without the std."""
     from .advantages import grpo, mc_grpo
 
+    # gigpo's episode level is grpo's; its step level is added per token in ``train_grpo``
     table: dict[str, Callable[[Sequence[float]], list[float]]] = {
-        "grpo": grpo, "dr_grpo": partial(grpo, scale=False), "mc_grpo": mc_grpo}  # fmt: skip
+        "grpo": grpo, "dr_grpo": partial(grpo, scale=False), "mc_grpo": mc_grpo, "gigpo": grpo}  # fmt: skip
     if name not in table:
         raise GRPOError(f"advantage must be one of {', '.join(ADVANTAGES)}, got {name!r}", kind="invalid_option")
     return table[name]
@@ -269,6 +271,22 @@ def samples_from_trajectories(pairs: Iterable[tuple[Trajectory, Score]], *, max_
                               "success": bool(score.success), "termination": traj.termination})  # fmt: skip
         out.append(truncate(sample, max_len) if max_len is not None else sample)
     return out
+
+
+def _step_level(samples: Sequence[Sample], pairs: Sequence[tuple[Trajectory, Score]]) -> None:
+    """GiGPO: per-token advantages from the episode level plus the step level, the anchor states being the world
+    states each turn was taken in (``TurnRecord.state_hash``); see :func:`toolworld.train.advantages.gigpo`."""
+    from ..tokens import TokenBuffer
+    from .advantages import episode_from_trajectory, gigpo
+
+    trajectories = {(t.task_id, t.trial): t for t, _ in pairs}
+    episodes = []
+    for s in samples:
+        traj = trajectories[(s.meta["task_id"], s.meta["trial"])]
+        cut = len(s.input_ids) < len(TokenBuffer.from_dict(traj.token_buffer or {}).ids)
+        episodes.append(episode_from_trajectory(traj, s, float(s.meta["reward"]), truncated=cut))
+    for s, advantages in zip(samples, gigpo(episodes), strict=True):
+        s.token_advantages = advantages
 
 
 def _spread_groups(samples: Sequence[Sample]) -> set[str]:
@@ -437,6 +455,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
             samples = samples_from_trajectories(pairs, max_len=config.max_len)
             scored = [score for traj, score in pairs if not (traj.failed_by_infra or score.infra_error)]
             assign(samples, advantage)
+            if config.advantage == "gigpo":
+                _step_level(samples, pairs)
             spread = _spread_groups(samples)
             train_on = [s for s in samples if s.group in spread and any(s.loss_mask)]
             stats: dict[str, float] = {}
