@@ -24,6 +24,14 @@ from ..core.jsonutil import canonical_json
 TaskKind = Literal["action", "refusal", "info"]
 
 
+def _only_known(values: list[str], known: tuple[str, ...], what: str) -> list[str]:
+    """``values`` unchanged, or a ``ValueError`` naming the unknown ones and the known (pydantic reports it)."""
+    bad = [v for v in values if v not in known]
+    if bad:
+        raise ValueError(f"unknown {what} {bad}; known: {', '.join(known)}")
+    return values
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -55,10 +63,7 @@ class UserProfile(_Strict):
     @classmethod
     def _known_behaviours(cls, value: list[str]) -> list[str]:
         """A misspelt behaviour would silently make a plain user: user simulators act only on those they know."""
-        bad = [b for b in value if b not in BEHAVIOURS]
-        if bad:
-            raise ValueError(f"unknown behaviour {bad}; known: {', '.join(BEHAVIOURS)}")
-        return value
+        return _only_known(value, BEHAVIOURS, "behaviour")
 
 
 class Action(_Strict):
@@ -127,10 +132,7 @@ class Scenario(_Strict):
     @field_validator("demands")
     @classmethod
     def _known_demands(cls, value: list[str]) -> list[str]:
-        bad = [d for d in value if d not in DEMANDS]
-        if bad:
-            raise ValueError(f"unknown demand {bad}; known: {', '.join(DEMANDS)}")
-        return value
+        return _only_known(value, DEMANDS, "demand")
 
 
 class Difficulty(_Strict):
