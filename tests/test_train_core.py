@@ -196,9 +196,9 @@ def test_packed_rows_give_the_same_logprobs_as_unpacked_ones(attn):
     gen = torch.Generator().manual_seed(1)
     samples = [sample(torch.randint(0, 49000, (n,), generator=gen).tolist(), 2) for n in (7, 12, 5, 9)]
     with torch.no_grad():
-        alone = [token_logprobs(model, collate([s], 0))[0] for s in samples]
-        padded = token_logprobs(model, collate(samples, 0))
-        packed = [token_logprobs(model, b) for b in pack(samples, 21, 0, rows_per_batch=2)]
+        alone = [token_logprobs(model, collate([s], 0), positions="all")[0] for s in samples]
+        padded = token_logprobs(model, collate(samples, 0), positions="all")
+        packed = [token_logprobs(model, b, positions="all") for b in pack(samples, 21, 0, rows_per_batch=2)]
     assert [tuple(p.shape) for p in packed] == [(2, 19)]  # rows: 7 + 12 and 5 + 9, padded to the longer
     rows = packed[0]
     spans = [(0, 0, 7), (0, 7, 19), (1, 0, 5), (1, 5, 14)]

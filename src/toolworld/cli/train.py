@@ -51,6 +51,17 @@ SaveEveryOpt = Annotated[int, typer.Option("--save-every", min=0, help="Write a 
 SeedOpt = Annotated[int, typer.Option("--seed", help="Data order and initialisation: same seed, same run.")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda, mps or auto.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+CheckpointingOpt = Annotated[bool, typer.Option("--gradient-checkpointing", help="Recompute layer activations in "
+    "the backward pass: ~30% more compute, a fraction of the memory (long packed rows on a CPU need it).")]
+PackingOpt = Annotated[bool, typer.Option("--packing/--no-packing", help="Pack several conversations into one "
+    "row (exact masks). On a CPU with conversations of thousands of tokens, --no-packing is faster: one "
+    "conversation per micro-batch keeps attention causal.")]
+Bf16Opt = Annotated[bool, typer.Option("--bf16", help="Forward pass under bfloat16 autocast (weights stay float32): "
+    "~1.5x faster where the CPU or GPU has bf16 instructions.")]
+ToolPromptOpt = Annotated[str | None, typer.Option("--tool-prompt", help="How the tools are stated in the prompt: "
+    "auto (the chat template's own tool block, else JSON schemas in the system message), json, or compact (one "
+    "signature per tool; a few times fewer tokens). Default: what the model says of itself (compact for smollm2 "
+    "and models trained with it). Recorded in final/, so `--policy hf:OUT/final` samples with it.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -77,6 +88,10 @@ def sft(
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the latest checkpoint in OUT.")] = False,
     include_failed: Annotated[bool, typer.Option("--include-failed", help="Learn from unsuccessful trials too.")] = False,
     device: DeviceOpt = "auto",
+    tool_prompt: ToolPromptOpt = None,
+    gradient_checkpointing: CheckpointingOpt = False,
+    packing: PackingOpt = True,
+    bf16: Bf16Opt = False,
     trl: Annotated[bool, typer.Option("--trl", help="Train with TRL's SFTTrainer on the same data instead of the "
                                       "built-in loop.")] = False,
     as_json: JsonOpt = False,
@@ -93,7 +108,8 @@ def sft(
         config = SFTConfig(out=out, lr=lr if lr is not None else (2e-4 if lora else 2e-5), epochs=epochs,
                            max_steps=max_steps, batch_tokens=batch_tokens or max_len, grad_accum=grad_accum,
                            max_len=max_len, lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r, seed=seed,
-                           save_every=save_every, resume=resume)  # fmt: skip
+                           save_every=save_every, resume=resume,
+                           gradient_checkpointing=gradient_checkpointing, packing=packing, bf16=bf16)  # fmt: skip
     except ToolworldError as exc:
         fail_with(exc)
     if out.exists() and not out.is_dir():
@@ -106,7 +122,7 @@ def sft(
              "(`toolworld tasks generate ...`)")  # fmt: skip
     try:
         result = _train(source, model, config, device=device, include_failed=include_failed, trl=trl,
-                        gold_out=out / GOLD_RUN_DIR, quiet=as_json)  # fmt: skip
+                        gold_out=out / GOLD_RUN_DIR, quiet=as_json, tool_prompt=tool_prompt)  # fmt: skip
     except ToolworldError as exc:
         fail_with(exc)
     summary = {"steps": result.steps, "total_steps": result.total_steps, "resumed_from": result.resumed_from,
@@ -130,7 +146,7 @@ def sft(
 
 
 def _train(source: Path, model_spec: str, config: SFTConfig, *, device: str, include_failed: bool, trl: bool,
-           gold_out: Path, quiet: bool) -> SFTResult:  # fmt: skip
+           gold_out: Path, quiet: bool, tool_prompt: str | None) -> SFTResult:  # fmt: skip
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -140,7 +156,7 @@ def _train(source: Path, model_spec: str, config: SFTConfig, *, device: str, inc
         TimeRemainingColumn,
     )
 
-    from ..train.sft import StepLog, load_model, sft_samples, train_sft, train_sft_trl
+    from ..train.sft import SFTError, StepLog, load_model, sft_samples, train_sft, train_sft_trl
 
     try:  # transformers' own bars (loading, writing shards) would interleave with this command's progress bar
         from transformers.utils import logging as hf_logging
@@ -149,10 +165,11 @@ def _train(source: Path, model_spec: str, config: SFTConfig, *, device: str, inc
     except ImportError:  # load_model says what to install
         pass
     with err_console.status(f"loading {model_spec}", spinner="dots") if not quiet else contextlib.nullcontext():
-        model, tokenizer, _path = load_model(model_spec, device=device)
+        model, tokenizer, path = load_model(model_spec, device=device)
+    config.tool_prompt = _tool_prompt(tool_prompt, path, SFTError)
     with err_console.status(f"rendering training data from {source}", spinner="dots") if not quiet else contextlib.nullcontext():
         samples = sft_samples(source, tokenizer, include_failed=include_failed, gold_out=gold_out,
-                              max_len=config.max_len)  # fmt: skip
+                              max_len=config.max_len, tool_prompt=config.tool_prompt)  # fmt: skip
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[extra]}"), TimeElapsedColumn(), TimeRemainingColumn(),
                         console=err_console, disable=quiet)  # fmt: skip
@@ -188,7 +205,17 @@ def _task_file(path: Path) -> tuple[World, list[Task]]:
     return world_or_fail(worlds[0]), task_set.tasks
 
 
-def _load_for_training(model_spec: str, device: str, quiet: bool) -> tuple[Any, Any]:
+def _tool_prompt(given: str | None, model_path: Path, error: type[ToolworldError]) -> str:
+    """``--tool-prompt`` as given, else what the loaded model says of itself, else ``auto``; checked."""
+    from ..rollout.models import model_tool_prompt
+    from ..train.sft import check_tool_prompt
+
+    value = given if given is not None else (model_tool_prompt(model_path) or "auto")
+    check_tool_prompt(value, error)
+    return value
+
+
+def _load_for_training(model_spec: str, device: str, quiet: bool) -> tuple[Any, Any, Path]:
     from ..train.sft import load_model
 
     try:  # transformers' own bars (loading, writing shards) would interleave with this command's progress bar
@@ -198,8 +225,8 @@ def _load_for_training(model_spec: str, device: str, quiet: bool) -> tuple[Any, 
     except ImportError:  # load_model says what to install
         pass
     with err_console.status(f"loading {model_spec}", spinner="dots") if not quiet else contextlib.nullcontext():
-        model, tokenizer, _path = load_model(model_spec, device=device)
-    return model, tokenizer
+        model, tokenizer, path = load_model(model_spec, device=device)
+    return model, tokenizer, path
 
 
 def _progress(quiet: bool) -> Progress:
@@ -245,6 +272,9 @@ def grpo(
     seed: Annotated[int, typer.Option("--seed", help="Task choice and sampling: same seed, same run.")] = 0,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the latest checkpoint in OUT.")] = False,
     device: DeviceOpt = "auto",
+    tool_prompt: ToolPromptOpt = None,
+    gradient_checkpointing: CheckpointingOpt = False,
+    packing: PackingOpt = True,
     as_json: JsonOpt = False,
 ) -> None:
     """On-policy GRPO: the model plays each task --group times, and learns from how its trials compare.
@@ -253,14 +283,15 @@ def grpo(
     a clipped policy-gradient update with group-relative advantages. The final model is OUT/final (loadable as
     --policy hf:OUT/final); Ctrl-C writes a checkpoint and --resume continues from it.
     """
-    from ..train.grpo import GRPOConfig, GRPOStep, train_grpo
+    from ..train.grpo import GRPOConfig, GRPOError, GRPOStep, train_grpo
     from ..train.sft import LOG_FILE, latest_checkpoint
 
     try:
         config = GRPOConfig(out=out, group=group, tasks_per_step=tasks_per_step, steps=steps, lr=lr, clip=clip,
                             kl_coef=kl, advantage=advantage, updates=updates, max_tokens=max_tokens,
                             temperature=temperature, max_len=max_len, concurrency=concurrency, seed=seed,
-                            save_every=save_every, resume=resume)  # fmt: skip
+                            save_every=save_every, resume=resume,
+                            gradient_checkpointing=gradient_checkpointing, packing=packing)  # fmt: skip
     except ToolworldError as exc:
         fail_with(exc)
     if out.exists() and not out.is_dir():
@@ -270,7 +301,8 @@ def grpo(
              "--out")  # fmt: skip
     world, task_list = _task_file(tasks)
     try:
-        trained, tokenizer = _load_for_training(model, device, as_json)
+        trained, tokenizer, path = _load_for_training(model, device, as_json)
+        config.tool_prompt = _tool_prompt(tool_prompt, path, GRPOError)
         with _progress(as_json) as progress:
             bar = progress.add_task(f"grpo on {len(task_list)} tasks", total=steps, extra="")
 
@@ -323,6 +355,10 @@ def rft(
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the latest checkpoint in OUT (the kept "
                                          "trials are read back, not sampled again).")] = False,
     device: DeviceOpt = "auto",
+    tool_prompt: ToolPromptOpt = None,
+    gradient_checkpointing: CheckpointingOpt = False,
+    packing: PackingOpt = True,
+    bf16: Bf16Opt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Rejection fine-tuning: the model plays each task --k times and is fine-tuned on its own passed trials.
@@ -332,20 +368,22 @@ def rft(
     continues from it.
     """
     from ..train.rft import RFTResult, train_rft
-    from ..train.sft import SFTConfig, StepLog
+    from ..train.sft import SFTConfig, SFTError, StepLog
 
     try:
         config = SFTConfig(out=out, lr=lr if lr is not None else (2e-4 if lora else 2e-5), epochs=epochs,
                            max_steps=max_steps, batch_tokens=batch_tokens or max_len, grad_accum=grad_accum,
                            max_len=max_len, lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r, seed=seed,
-                           save_every=save_every, resume=resume)  # fmt: skip
+                           save_every=save_every, resume=resume,
+                           gradient_checkpointing=gradient_checkpointing, packing=packing, bf16=bf16)  # fmt: skip
     except ToolworldError as exc:
         fail_with(exc)
     if out.exists() and not out.is_dir():
         fail("invalid_option", f"--out {out} is a file; give a folder")
     world, task_list = _task_file(tasks)
     try:
-        trained, tokenizer = _load_for_training(model, device, as_json)
+        trained, tokenizer, path = _load_for_training(model, device, as_json)
+        config.tool_prompt = _tool_prompt(tool_prompt, path, SFTError)
         with _progress(as_json) as progress:
             bar = progress.add_task(f"sampling {len(task_list)} tasks x {k}", total=None, extra="")
 
@@ -382,3 +420,43 @@ def rft(
     if sft_result.interrupted:
         raise typer.Exit(130)
 
+
+
+@train_app.command()
+def export(
+    model: Annotated[Path, typer.Argument(help="A trained model folder (a trainer's OUT/final).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The .gguf file to write (replaced if it exists).")],
+    base: Annotated[Path | None, typer.Option("--base", help="The GGUF the model was trained from, whose tokenizer "
+                                              "and metadata are copied (default: the embedded smollm2, pulled on "
+                                              "first use).")] = None,
+    dtype: Annotated[str, typer.Option("--dtype", help="f32 (what the trainer computes) or f16 (half the file).")] = "f16",
+    tool_prompt: Annotated[str | None, typer.Option("--tool-prompt", help="Record this tool prompt in the file "
+                                                     "(default: what OUT/final/toolworld.json says).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a trained model as a GGUF that llama.cpp samples: `--policy gguf:FILE`, several times faster on a CPU.
+
+    The base GGUF's tokenizer, chat template and hyper-parameters are copied; the trained weights replace its
+    tensors. The tool prompt the model was trained with is recorded, so the policy states tools the same way.
+    """
+    from ..train.export import export_gguf
+    from ..train.sft import SFTError
+
+    try:
+        if tool_prompt is not None:
+            from ..train.sft import check_tool_prompt
+
+            check_tool_prompt(tool_prompt, SFTError)
+        if base is None:
+            from ..rollout.models import ensure_model
+
+            base = ensure_model("smollm2")
+        written = export_gguf(model, out, base_gguf=base, dtype=dtype, tool_prompt=tool_prompt)  # type: ignore[arg-type]
+    except ToolworldError as exc:
+        fail_with(exc)
+    summary = {"gguf": str(written), "bytes": written.stat().st_size, "dtype": dtype}
+    if as_json:
+        print(json.dumps(summary))
+    else:
+        err_console.print(f"[green]wrote {written}[/green] ({summary['bytes'] / 1e6:,.0f} MB); try it: toolworld run "
+                          f"WORLD --tasks FILE --policy gguf:{written}")  # fmt: skip

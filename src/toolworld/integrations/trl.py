@@ -176,7 +176,8 @@ class ToolworldRollout:
     def __init__(self, world: World | str, *, tokenizer: PreTrainedTokenizerBase, max_tokens: int = 512,
                  temperature: float = 1.0, user: UserSimulator | None = None, limits: Limits | None = None,
                  noise: NoiseConfig | None = None, concurrency: int = 8, tasks: Iterable[Task] = (),
-                 tool_format: str = "auto", template_kwargs: Mapping[str, Any] | None = None) -> None:  # fmt: skip
+                 tool_format: str = "auto", template_kwargs: Mapping[str, Any] | None = None,
+                 tool_prompt: str = "auto") -> None:  # fmt: skip
         self.world = get_world(world) if isinstance(world, str) else world
         self.tokenizer = tokenizer
         if max_tokens < 1:
@@ -190,6 +191,7 @@ class ToolworldRollout:
         self.max_tokens, self.temperature = max_tokens, temperature
         self.user, self.limits, self.noise, self.concurrency = user, limits or DEFAULT_LIMITS, noise, concurrency
         self.tool_format, self.template_kwargs = tool_format, dict(template_kwargs or {})
+        self.tool_prompt = tool_prompt
         self._given = _index(tasks)
         self._tasks: dict[str, Task] = dict(self._given)
         self._indexed: set[int] = set()
@@ -221,7 +223,7 @@ class ToolworldRollout:
             self._engine = HFEngine(model=model, tokenizer=self.tokenizer, device=device)
             self._policy = TokenPolicy(self._engine, name="trl", max_tokens=self.max_tokens,
                                        temperature=self.temperature, tool_format=self.tool_format,
-                                       template_kwargs=self.template_kwargs)  # fmt: skip
+                                       template_kwargs=self.template_kwargs, tool_prompt=self.tool_prompt)  # fmt: skip
         else:
             self._engine.model = model.to(device).eval()
         # The optimizer changed the weights since the last call: a KV prefix kept from then is stale.
@@ -310,7 +312,8 @@ def _filler_id(tokenizer: Any) -> int:
 def rollout_func(world: World | str, *, tokenizer: PreTrainedTokenizerBase, max_tokens: int = 512,
                  temperature: float = 1.0, user: UserSimulator | None = None, limits: Limits | None = None,
                  noise: NoiseConfig | None = None, concurrency: int = 8, tasks: Iterable[Task] = (),
-                 tool_format: str = "auto", template_kwargs: Mapping[str, Any] | None = None) -> ToolworldRollout:  # fmt: skip
+                 tool_format: str = "auto", template_kwargs: Mapping[str, Any] | None = None,
+                 tool_prompt: str = "auto") -> ToolworldRollout:  # fmt: skip
     """A TRL ``rollout_func`` that plays whole toolworld episodes with the trainer's model.
 
     Args:
@@ -321,11 +324,11 @@ def rollout_func(world: World | str, *, tokenizer: PreTrainedTokenizerBase, max_
         user: the user simulator (default ``ScriptedUser``); limits, noise: as for ``run_episode``.
         concurrency: episodes in flight at once (generation itself is serialized on the one model).
         tasks: tasks to look prompts up in besides the trainer's datasets (needed for streamed datasets).
-        tool_format, template_kwargs: as for ``TokenPolicy``.
+        tool_format, template_kwargs, tool_prompt: as for ``TokenPolicy``.
     """
     return ToolworldRollout(world, tokenizer=tokenizer, max_tokens=max_tokens, temperature=temperature, user=user,
                             limits=limits, noise=noise, concurrency=concurrency, tasks=tasks, tool_format=tool_format,
-                            template_kwargs=template_kwargs)  # fmt: skip
+                            template_kwargs=template_kwargs, tool_prompt=tool_prompt)  # fmt: skip
 
 
 def reward_function(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:

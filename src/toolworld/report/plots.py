@@ -16,7 +16,7 @@ import functools
 import io
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ParamSpec
 
@@ -358,3 +358,59 @@ def cost_chart(wall_s: Sequence[float], tokens: Sequence[int]) -> Chart | None:
         ax.yaxis.set_major_locator(_integer_ticks())
         ax.grid(axis="x", visible=False)
     return Chart("plot-cost", title, _to_svg(fig, "plot-cost", title))
+
+
+#: The marker and tick colour of the stage whose evaluation this report is (the rest of the curve is ACCENT).
+HIGHLIGHT = "#e8590c"
+
+
+def _plain_label(text: str, limit: int = 24) -> str:
+    # matplotlib reads "$...$" as math and fails on an unbalanced "$"; stage names are free text
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return text.replace("$", r"\$")
+
+
+@styled
+def learning_chart(stages: Sequence[Mapping[str, Any]], highlight: Collection[int] = (),
+                   metric: str = "held-out pass^1") -> Chart | None:  # fmt: skip
+    """The metric per training stage, in training order, joined by a line, with its 95% interval as error bars.
+
+    The y axis always spans 0 to 1 so curves of different runs compare at a glance, and the stages at
+    ``highlight`` (indices into ``stages``: the stage this report evaluates) are drawn in another colour and
+    named "this run", because the same chart appears in the report of every stage."""
+    points = [(i, number(_get(s, "pass1")), number(_get(s, "lo")), number(_get(s, "hi"))) for i, s in enumerate(stages)]
+    drawn = [(i, y, lo, hi) for i, y, lo, hi in points if y is not None]
+    if not drawn:
+        return None
+    title = f"{metric} by training stage"
+    fig = _figure(min(7.0, max(3.6, 1.4 + 0.9 * len(stages))), 2.8)
+    ax = fig.subplots()
+    ax.plot([p[0] for p in drawn], [p[1] for p in drawn], "-", color=ACCENT, linewidth=1.5, zorder=2)
+    for i, y, lo, hi in drawn:
+        colour = HIGHLIGHT if i in highlight else ACCENT
+        if lo is not None and hi is not None:
+            # clipped at 0: matplotlib refuses a negative error, and a rounded bound may sit a hair past the point
+            ax.errorbar([i], [y], yerr=[[max(0.0, y - lo)], [max(0.0, hi - y)]], fmt="none", ecolor=colour,
+                        elinewidth=1.2, capsize=4, zorder=3)  # fmt: skip
+        ax.plot([i], [y], "o", color=colour, markersize=9 if i in highlight else 6, markeredgecolor="white",
+                clip_on=False, zorder=4)  # fmt: skip
+        # a white box keeps the number readable where the line to the next stage runs through it
+        ax.annotate(f"{y:.0%}", (i, y), xytext=(8, 0), textcoords="offset points", va="center", ha="left",
+                    fontsize=8, color=INK, zorder=5, bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none"})  # fmt: skip
+    labels = [_plain_label(str(_get(s, "name") or f"stage {i + 1}")) for i, s in enumerate(stages)]
+    labels = [f"{label}\n(this run)" if i in highlight else label for i, label in enumerate(labels)]
+    ax.set_xticks(range(len(stages)), labels)
+    for i, tick in enumerate(ax.get_xticklabels()):
+        if i in highlight:
+            tick.set_color(HIGHLIGHT)
+            tick.set_fontweight("bold")
+    ax.set_xlim(-0.5, len(stages) - 0.5)
+    ax.set_ylim(0, 1)
+    ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"])
+    ax.set_ylabel(_plain_label(metric, 40))
+    ax.grid(axis="x", visible=False)
+    return Chart("plot-learning", title, _to_svg(fig, "plot-learning", title))
+
+
+def _get(entry: Any, key: str) -> Any:
+    return entry.get(key) if isinstance(entry, Mapping) else None

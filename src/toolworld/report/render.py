@@ -16,6 +16,7 @@ import base64
 import functools
 import hashlib
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -288,6 +289,161 @@ def episode_costs(rows: Sequence[Mapping[str, Any]]) -> tuple[list[float], list[
     return wall, toks
 
 
+# -- the learning curve ------------------------------------------------------------------------------------
+
+#: Written into the run folder of each evaluation in a staged training run (base, SFT, RFT, GRPO, ...), so the
+#: report of every stage shows the curve so far; see :func:`load_learning` for its shape.
+LEARNING_FILE = "learning.json"
+#: How far a rounded interval bound may sit past its point before the entry counts as wrong.
+_BOUND_SLACK = 1e-6
+
+
+class LearningError(ValueError):
+    """``learning.json`` is there but cannot be shown; the message names the entry and what is wrong with it."""
+
+
+def load_learning(run_dir: str | Path) -> dict[str, Any] | None:
+    """The validated learning curve of ``run_dir/learning.json``, or None when the folder has no such file.
+
+    Raises :class:`LearningError` when the file cannot be read, is not JSON, or does not have the shape
+    :func:`validate_learning` checks, so the program that wrote it can check it the way the report reads it.
+    """
+    path = Path(run_dir) / LEARNING_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeError) as exc:
+        raise LearningError(f"cannot read {path}: {exc}") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LearningError(f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from exc
+    return validate_learning(data)
+
+
+def _optional(entry: Mapping[str, Any], key: str, where: str, *, low: float = 0.0,
+              high: float = math.inf) -> float | None:  # fmt: skip
+    value = entry.get(key)
+    if value is None:
+        return None
+    v = number(value)
+    if v is None or not low <= v <= high:
+        bounds = f"from {low:g} to {high:g}" if math.isfinite(high) else f"at least {low:g}"
+        raise LearningError(f"{where}{key} is {json.dumps(value)[:40]}; it must be a number {bounds}")
+    return v
+
+
+def _text(entry: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = entry.get(key)
+    if value is not None and not isinstance(value, str):
+        raise LearningError(f"{where}{key} is {json.dumps(value)[:40]}; it must be a string")
+    return value
+
+
+def validate_learning(data: Any) -> dict[str, Any]:
+    """Check a parsed ``learning.json`` and return it normalized; raise :class:`LearningError` saying what is wrong.
+
+    The shape: ``{"title"?, "metric"?, "heldout_tasks"?, "stages": [{"name", "pass1", "lo"?, "hi"?, "n"?,
+    "train_wall_s"?, "eval_wall_s"?, "run"?}, ...], "goal"?: {name: number}}``, stages in training order, rates
+    as fractions in [0, 1] and ``lo <= pass1 <= hi`` when the interval is given (both bounds or neither).
+    Unknown keys are ignored so the writer may add more; a known key with a wrong value is an error rather than
+    a silently dropped point, because a curve with a missing stage would read as a different result.
+    """
+    if not isinstance(data, Mapping):
+        raise LearningError(f"the top level is a {type(data).__name__}; it must be a JSON object")
+    stages = data.get("stages")
+    if not isinstance(stages, list):
+        got = "missing" if stages is None else f"a {type(stages).__name__}"
+        raise LearningError(f"stages is {got}; it must be a list of stage objects")
+    if not stages:
+        raise LearningError("stages is empty; it must list at least one stage")
+    goal = data.get("goal")
+    if goal is not None and not isinstance(goal, Mapping):
+        raise LearningError(f"goal is a {type(goal).__name__}; it must be an object of numbers")
+    out: dict[str, Any] = {
+        "title": _text(data, "title", ""),
+        "metric": _text(data, "metric", "") or "held-out pass^1",
+        "heldout_tasks": _optional(data, "heldout_tasks", ""),
+        "goal": {str(k): _optional(goal, k, "goal.", low=-math.inf) for k in goal} if goal else {},
+        "stages": [],
+    }
+    for i, stage in enumerate(stages):
+        where = f"stages[{i}]."
+        if not isinstance(stage, Mapping):
+            raise LearningError(f"stages[{i}] is a {type(stage).__name__}; it must be an object")
+        name = stage.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise LearningError(f"{where}name is {json.dumps(name)[:40]}; it must be a non-empty string")
+        if stage.get("pass1") is None:
+            raise LearningError(f"{where}pass1 is missing; it must be a number from 0 to 1")
+        pass1 = _optional(stage, "pass1", where, high=1.0)
+        lo, hi = _optional(stage, "lo", where, high=1.0), _optional(stage, "hi", where, high=1.0)
+        if (lo is None) != (hi is None):
+            raise LearningError(f"{where}{'hi' if hi is None else 'lo'} is missing; give both lo and hi, or neither")
+        if lo is not None and hi is not None and pass1 is not None \
+                and not lo - _BOUND_SLACK <= pass1 <= hi + _BOUND_SLACK:  # fmt: skip
+            raise LearningError(f"{where}pass1 {pass1:g} is outside its interval [{lo:g}, {hi:g}]")
+        out["stages"].append({
+            "name": name, "pass1": pass1, "lo": lo, "hi": hi, "n": _optional(stage, "n", where),
+            "train_wall_s": _optional(stage, "train_wall_s", where),
+            "eval_wall_s": _optional(stage, "eval_wall_s", where), "run": _text(stage, "run", where),
+        })  # fmt: skip
+    return out
+
+
+def current_stages(curve: Mapping[str, Any], run_name: str) -> list[int]:
+    """Indices of the stages evaluated by the run folder named ``run_name`` (a stage's ``run``, compared by
+    its last path part so ``"OUT/eval-sft"`` and ``"eval-sft"`` both match the folder ``eval-sft``)."""
+    return [i for i, s in enumerate(curve.get("stages") or ())
+            if s.get("run") and run_name and Path(s["run"]).name == run_name]  # fmt: skip
+
+
+def duration(value: Any) -> str:
+    """Training times run from seconds to hours; shown in the unit that keeps them short."""
+    v = number(value)
+    if v is None:
+        return DASH
+    if v == 0:
+        return "0 s"
+    if v < 120:
+        return seconds(v)
+    return f"{v / 60:.1f} min" if v < 7200 else f"{v / 3600:.1f} h"
+
+
+def learning_panel(curve: Mapping[str, Any], run_name: str = "") -> Panel:
+    """The "Learning curve" panel: the chart and, always, the table behind it (stage, rate, interval, change
+    from the previous stage, tasks, train time), the stage this run evaluates marked in both."""
+    stages = list(curve.get("stages") or ())
+    current = set(current_stages(curve, run_name))
+    table = Table(["stage", "pass^1", "95% interval", "change", "n", "train time"], numeric=frozenset({1, 2, 3, 4, 5}))
+    previous: float | None = None
+    for i, s in enumerate(stages):
+        p = number(s.get("pass1"))
+        interval = f"{pct(s.get('lo'))} – {pct(s.get('hi'))}" if number(s.get("lo")) is not None else DASH
+        change = DASH if p is None or previous is None else f"{(p - previous) * 100:+.1f} pts"
+        table.rows.append([str(s.get("name")) + (" (this run)" if i in current else ""), pct(p), interval, change,
+                           count(s.get("n")), duration(s.get("train_wall_s"))])  # fmt: skip
+        previous = p if p is not None else previous
+    metric = str(curve.get("metric") or "held-out pass^1")
+    held = number(curve.get("heldout_tasks"))
+    blurb = f"{metric} after each training stage" + (f" on {count(held)} held-out tasks" if held is not None else "")
+    blurb += ", with 95% intervals; every stage is evaluated on the same tasks."
+    if curve.get("title"):
+        blurb = f"{curve['title']}: {blurb}"
+    goal = curve.get("goal") or {}
+    if goal:
+        blurb += " Goals: " + ", ".join(f"{k} {decimal(v, 2)}" for k, v in goal.items()) + "."
+    chart = _chart(plots.learning_chart, stages, current, metric)
+    return Panel("panel-learning", "Learning curve", blurb, chart, [table], chart_expected=not plots.available())
+
+
+def learning_notice(error: LearningError) -> str:
+    """The one line a report shows instead of the curve when ``learning.json`` is wrong."""
+    why = " ".join(str(error).split())  # one line, whatever the JSON error or OS message held
+    return f"{LEARNING_FILE} could not be read, so the learning curve is not shown: {why}"
+
+
 # -- the document ------------------------------------------------------------------------------------------
 
 
@@ -308,18 +464,31 @@ def _script_hash(script: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
 
 
-def render_report(summary: Summary | Mapping[str, Any], rows: Sequence[dict], *, config: dict) -> str:
+def render_report(summary: Summary | Mapping[str, Any], rows: Sequence[dict], *, config: dict,
+                  run_dir: str | Path | None = None) -> str:  # fmt: skip
     """The whole report as one HTML document (see the module docstring for what it holds and why).
 
     ``summary`` is a run's :class:`~toolworld.scoring.summary.Summary` or its ``summary.json`` dict (read as
     JSON data either way, so a dict from an older or damaged file renders what it can and shows ``—`` for the
     rest, where a typed default would print a made-up 0), ``rows`` one ``{"task", "trajectory", "score"}`` dict per
-    (task, trial) (pydantic models are accepted too), ``config`` the run configuration to show. The output
-    depends only on these, so the same run always gives the same bytes.
+    (task, trial) (pydantic models are accepted too), ``config`` the run configuration to show. ``run_dir``, the
+    run folder, adds what the folder holds beside the store: a ``learning.json`` becomes the "Learning curve"
+    panel, with the stage whose ``run`` is this folder's name marked (a broken one becomes a one-line warning).
+    The output depends only on these, so the same run always gives the same bytes.
     """
     summary_m = _mapping(summary)
     config_m = _mapping(config)
     rows_m = [_mapping(r) for r in rows]
+    notes = warnings(summary_m)
+    shown = panels(summary_m, rows_m)
+    if run_dir is not None:
+        try:
+            curve = load_learning(run_dir)
+        except LearningError as exc:
+            notes.append(learning_notice(exc))
+        else:
+            if curve is not None:
+                shown.insert(0, learning_panel(curve, Path(run_dir).resolve().name))
     script = _asset("viewer.js")
     if "</script" in script.lower():  # pragma: no cover - guards edits of the asset
         raise ValueError("viewer.js must not contain '</script'")
@@ -327,9 +496,9 @@ def render_report(summary: Summary | Mapping[str, Any], rows: Sequence[dict], *,
     return _template().render(
         title="toolworld report" + (" — " + " · ".join(title_bits) if title_bits else ""),
         cards=headline(summary_m),
-        warnings=warnings(summary_m),
+        warnings=notes,
         config=run_config(config_m),
-        panels=panels(summary_m, rows_m),
+        panels=shown,
         plots_available=plots.available(),
         episodes=len(rows_m),
         css=_asset("report.css"),
@@ -346,5 +515,5 @@ def write_report(out_dir: Path, summary: Summary | Mapping[str, Any], rows: Sequ
     report, or none, and never half a file. It is readable by everyone (a report is meant to be shared), and
     text a model wrote that cannot be encoded (a lone surrogate) is replaced rather than failing the report.
     """
-    html = render_report(summary, rows, config=config)
+    html = render_report(summary, rows, config=config, run_dir=out_dir)
     return atomic_write_text(Path(out_dir) / "report.html", html, errors="replace", mode=0o644, fsync=True)

@@ -51,6 +51,8 @@ class KnownModel:
     file_sha256: str
     size: int
     license: str
+    #: How tools are stated to this model by default (``ChatTemplate``'s ``tool_prompt``).
+    tool_prompt: str = "auto"
 
     @property
     def requirement(self) -> str:
@@ -72,6 +74,7 @@ SMOLLM2 = KnownModel(
     file_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     size=98_362_432,
     license="Apache-2.0",
+    tool_prompt="compact",  # a 135M model: the JSON schemas would double the prompt a CPU has to read every episode
 )
 
 KNOWN_MODELS: dict[str, KnownModel] = {SMOLLM2.name: SMOLLM2}
@@ -260,6 +263,51 @@ def ensure_model(model: KnownModel | str, *, progress: Progress | None = None) -
     say = progress or (lambda msg: print(f"toolworld: {msg}", file=sys.stderr, flush=True))
     say(f"model {spec.name!r} is not in the cache yet; pulling it (one time)")
     return pull(spec, progress=say)
+
+
+#: The file a training run writes beside a saved model folder, recording how that model was prompted.
+MODEL_CARD = "toolworld.json"
+#: The GGUF metadata key that carries the same for an exported model file.
+GGUF_TOOL_PROMPT_KEY = "toolworld.tool_prompt"
+
+
+def model_tool_prompt(path: str | Path) -> str | None:
+    """How the model at ``path`` expects its tools stated, when it says: a known model's file, a folder with a
+    ``toolworld.json`` written by ``toolworld train``, or a GGUF exported by it. None when the model does not say.
+
+    A model fine-tuned on one tool prompt samples worse with another, so policies default to this (an explicit
+    ``tool_prompt=`` option wins) and training uses the base model's choice unless told otherwise.
+    """
+    import json
+
+    src = Path(path).expanduser()
+    try:
+        for spec in KNOWN_MODELS.values():  # a known model's file, wherever it was copied to
+            if src == model_path(spec) or (src.name == spec.filename and src.is_file() and src.stat().st_size == spec.size):
+                return spec.tool_prompt
+        if src.is_dir():
+            card = src / MODEL_CARD
+            if card.is_file():
+                value = json.loads(card.read_text(encoding="utf-8")).get("tool_prompt")
+                return str(value) if value else None
+            return None
+        if src.suffix == ".gguf" and src.is_file():
+            from gguf import GGUFReader
+
+            field = GGUFReader(src).get_field(GGUF_TOOL_PROMPT_KEY)
+            return bytes(field.parts[-1]).decode("utf-8") if field is not None else None
+    except (OSError, ValueError, ImportError, AttributeError):  # an unreadable card is as good as none
+        return None
+    return None
+
+
+def write_model_card(folder: str | Path, *, tool_prompt: str, **facts: Any) -> Path:
+    """Record in a saved model folder how it was prompted in training (read back by :func:`model_tool_prompt`)."""
+    import json
+
+    card = Path(folder) / MODEL_CARD
+    card.write_text(json.dumps({"tool_prompt": tool_prompt, **facts}, indent=2) + "\n", encoding="utf-8")
+    return card
 
 
 def remove(model: KnownModel | str) -> bool:

@@ -31,6 +31,7 @@ from ..core.seeds import derive_seed
 from ..records.messages import AssistantTurn, FinishReason, Message
 from ..tokens import ChatTemplate, TemplateError, TitoConversation, TokenBuffer, load_tokenizer
 from ..tokens.dialects import FORMATS, parse_tool_calls
+from ..tokens.template import TOOL_PROMPT_CHOICES
 
 if TYPE_CHECKING:
     from ..tasks.model import Task
@@ -140,6 +141,8 @@ class TokenPolicy:
     ``tokenizer`` (an object or a tokenizer folder) defaults to ``engine.tokenizer``. ``tool_format`` picks
     the tool-call dialect to parse (``auto`` recognises all; see ``toolworld.tokens.dialects``).
     ``template_kwargs`` go to every template render (e.g. ``{"enable_thinking": False}`` for Qwen3).
+    ``tool_prompt`` says how tools are stated (``auto``, ``json``, ``compact``: see ``ChatTemplate``); a model
+    trained on toolworld data samples best with the choice it was trained with.
     The template probes run once per distinct tool list and are shared by all sessions.
     """
 
@@ -153,9 +156,12 @@ class TokenPolicy:
         temperature: float = 1.0,
         tool_format: str = "auto",
         template_kwargs: Mapping[str, Any] | None = None,
+        tool_prompt: str = "auto",
     ) -> None:
         if tool_format not in FORMATS:
             raise ValueError(f"tool_format must be one of {', '.join(FORMATS)}, got {tool_format!r}")
+        if tool_prompt not in TOOL_PROMPT_CHOICES:
+            raise ValueError(f"tool_prompt must be one of {', '.join(TOOL_PROMPT_CHOICES)}, got {tool_prompt!r}")
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
         if temperature < 0:
@@ -170,6 +176,7 @@ class TokenPolicy:
         self.temperature = temperature
         self.tool_format = tool_format
         self.template_kwargs = dict(template_kwargs or {})
+        self.tool_prompt = tool_prompt
         self._templates: dict[str, ChatTemplate] = {}
 
     def template(self, tools: Sequence[Mapping[str, Any]] | None) -> ChatTemplate:
@@ -177,7 +184,8 @@ class TokenPolicy:
         key = canonical_json(list(tools or []))
         hit = self._templates.get(key)
         if hit is None:
-            hit = self._templates[key] = ChatTemplate(self.tokenizer, tools, template_kwargs=self.template_kwargs)
+            hit = self._templates[key] = ChatTemplate(self.tokenizer, tools, template_kwargs=self.template_kwargs,
+                                                           tool_prompt=self.tool_prompt)
         return hit
 
     def start(self, *, tools: list[dict[str, Any]], task: Task | None = None, seed: int = 0) -> TokenSession:

@@ -330,10 +330,11 @@ def load_export_tokenizer(source: Any) -> tuple[Any, str]:
                           "'toolworld[models]'") from exc  # fmt: skip
 
 
-def sft_records(store: RunStore, tokenizer: Any, *, include_failed: bool = False,
-                label: str | None = None) -> Iterator[dict[str, Any]]:  # fmt: skip
+def sft_records(store: RunStore, tokenizer: Any, *, include_failed: bool = False, label: str | None = None,
+                tool_prompt: str = "auto") -> Iterator[dict[str, Any]]:  # fmt: skip
     """Rows of the ``sft`` format: each exportable conversation rendered through ``tokenizer``'s chat template
-    (a tokenizer object, a folder or a .gguf file); ``label`` names it in the rows (default: its name)."""
+    (a tokenizer object, a folder or a .gguf file); ``label`` names it in the rows (default: its name);
+    ``tool_prompt`` says how the tools are stated (``ChatTemplate``), as the model will see them when it runs."""
     from ..tokens import ChatTemplate, TemplateError
 
     tok, own_label = load_export_tokenizer(tokenizer)
@@ -345,7 +346,7 @@ def sft_records(store: RunStore, tokenizer: Any, *, include_failed: bool = False
             world_tools = _tools_of(traj.world, tools)
             try:
                 if traj.world not in templates:
-                    templates[traj.world] = ChatTemplate(tok, world_tools)
+                    templates[traj.world] = ChatTemplate(tok, world_tools, tool_prompt=tool_prompt)
                 template = templates[traj.world]
                 messages = chat_messages(traj.messages)
                 ids, mask, unsampleable = render_sft(template, messages)

@@ -43,22 +43,74 @@ from ..world.errors import ToolError
 # ------------------------------------------------------------------------------------ writing tool calls
 
 
-def tool_system_prompt(tools: Sequence[Mapping[str, Any]]) -> str:
+#: How the tools are stated when toolworld writes them into the system message: ``json`` (each tool's full JSON
+#: schema, the Hermes convention) or ``compact`` (one signature line per tool, a few times shorter; for small
+#: models, whose cost on a CPU grows with the prompt, and which read a signature no worse than a schema).
+TOOL_PROMPTS: tuple[str, ...] = ("json", "compact")
+
+_CALL_FORMAT = (
+    "To call a function, write a JSON object with its name and arguments inside <tool_call></tool_call> "
+    "tags (one block per call; several blocks for several calls):\n"
+    '<tool_call>\n{"name": <function-name>, "arguments": <arguments-as-a-JSON-object>}\n</tool_call>\n'
+    "The results come back in the next message. Without a call, answer the user directly."
+)
+
+
+def tool_system_prompt(tools: Sequence[Mapping[str, Any]], style: str = "json") -> str:
     """The system-message text that states the tools for a template that renders none (Hermes call format).
 
     Public so that rollouts and training data use the same words: models trained on toolworld data see tools
-    described exactly like this, and are expected to answer with ``tool_call_text``'s format.
+    described exactly like this, and are expected to answer with ``tool_call_text``'s format. ``style`` is one
+    of :data:`TOOL_PROMPTS`; ``compact`` states each tool as :func:`tool_signature` does.
     """
+    if style == "compact":
+        lines = "\n".join(f"- {tool_signature(t)}" for t in tools)
+        return f"# Tools\n\nYou can call these functions (? marks an optional argument):\n{lines}\n\n{_CALL_FORMAT}"
+    if style != "json":
+        raise ValueError(f"tool prompt style must be one of {', '.join(TOOL_PROMPTS)}, got {style!r}")
     lines = "\n".join(json.dumps(dict(t), ensure_ascii=False) for t in tools)
     return (
         "# Tools\n\n"
         "You can call the functions described in JSON Schema inside <tools></tools>:\n"
-        f"<tools>\n{lines}\n</tools>\n\n"
-        "To call a function, write a JSON object with its name and arguments inside <tool_call></tool_call> "
-        "tags (one block per call; several blocks for several calls):\n"
-        '<tool_call>\n{"name": <function-name>, "arguments": <arguments-as-a-JSON-object>}\n</tool_call>\n'
-        "The results come back in the next message. Without a call, answer the user directly."
+        f"<tools>\n{lines}\n</tools>\n\n{_CALL_FORMAT}"
     )
+
+
+def _type_text(schema: Any) -> str:
+    """A short type for a JSON schema: ``string``, ``"a" | "b"`` for an enum, ``list[string]``, ``int | null``."""
+    if not isinstance(schema, Mapping):
+        return "any"
+    if "enum" in schema:
+        return " | ".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            kinds = [_type_text(s) for s in schema[key] if not (isinstance(s, Mapping) and s.get("type") == "null")]
+            return " | ".join(dict.fromkeys(kinds)) or "null"
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(str(k) for k in kind if k != "null") or "null"
+    if kind == "array":
+        return f"list[{_type_text(schema.get('items'))}]"
+    if kind == "object" and isinstance(schema.get("properties"), Mapping):
+        inner = ", ".join(f"{k}: {_type_text(v)}" for k, v in schema["properties"].items())
+        return "{" + inner + "}"
+    return {"integer": "int", "number": "float", "boolean": "bool"}.get(str(kind), str(kind or "any"))
+
+
+def tool_signature(tool: Mapping[str, Any]) -> str:
+    """One line for a tool: ``name(arg: type, opt?: type) - the first paragraph of its description``.
+
+    Argument descriptions are left out: they make up most of a schema's tokens, a model trained on the world's
+    data learns the values' shapes from the calls it sees, and the full schema still validates every call, so
+    nothing the signature leaves out can slip through (a wrong value gets the tool's own error).
+    """
+    fn = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+    params = fn.get("parameters") if isinstance(fn.get("parameters"), Mapping) else {}
+    props = params.get("properties") if isinstance(params.get("properties"), Mapping) else {}
+    required = set(params.get("required") or [])
+    args = ", ".join(f"{arg}{'' if arg in required else '?'}: {_type_text(schema)}" for arg, schema in props.items())
+    description = str(fn.get("description") or "").strip().split("\n\n")[0].replace("\n", " ")
+    return f"{fn.get('name', '')}({args})" + (f" - {description}" if description else "")
 
 
 def call_parts(call: Any) -> tuple[str, Any, str | None]:

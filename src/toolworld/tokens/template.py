@@ -18,6 +18,9 @@ from .tokenizers import TemplateError, load_tokenizer
 
 logger = logging.getLogger("toolworld.tito")
 
+#: The ways a ``ChatTemplate`` can state the tools (see its docstring).
+TOOL_PROMPT_CHOICES: tuple[str, ...] = ("auto", "json", "compact")
+
 # Marks the mirrored assistant turn (and the first new message) in renders; plain ASCII so every tokenizer
 # and template passes it through unchanged.
 SENTINEL = "tw_sentinel_a7"
@@ -62,6 +65,12 @@ class ChatTemplate:
     (Mistral wants 9 characters), which tokens end an assistant turn, and whether a cheap dummy prefix gives
     the same deltas as the real system prompt and tool list. One ``ChatTemplate`` is shared by all sessions
     with the same tools, so these probes run once.
+
+    ``tool_prompt`` says how the tools reach the model: ``auto`` (the template's own tool block, or each tool's
+    JSON schema in the system message when the template has none), ``json`` (always the system message, JSON
+    schemas) or ``compact`` (always the system message, one signature per tool: a few times fewer tokens, for
+    small models). Rollouts and training data must use the same choice, since the prompt is part of what is
+    learned.
     """
 
     def __init__(
@@ -70,7 +79,12 @@ class ChatTemplate:
         tools: Sequence[Mapping[str, Any]] | None = None,
         *,
         template_kwargs: Mapping[str, Any] | None = None,
+        tool_prompt: str = "auto",
     ) -> None:
+        if tool_prompt not in TOOL_PROMPT_CHOICES:
+            raise TemplateError("bad_tool_prompt", f"tool_prompt must be one of {', '.join(TOOL_PROMPT_CHOICES)}, "
+                                f"got {tool_prompt!r}")  # fmt: skip
+        self.tool_prompt = tool_prompt
         self.tokenizer = load_tokenizer(tokenizer)
         if not getattr(self.tokenizer, "chat_template", None):
             raise TemplateError("no_chat_template", "this tokenizer has no chat_template; toolworld needs one.")
@@ -150,14 +164,15 @@ class ChatTemplate:
         with_tools = self._render([user], generation_prompt=True, tools=probe_tools)
         without = self._render([user], generation_prompt=True, tools=None)
         self.renders_tools = with_tools != without
-        self.render_tools = self.tools if self.renders_tools else None
+        native = self.renders_tools and self.tool_prompt == "auto"
+        self.render_tools = self.tools if native else None
         self.arguments_as, self.call_id_style = self._probe_call_shape()
         # Without a tool-definition block the tools are stated in the system message in the Hermes format, so
         # earlier calls are written in that same format even where the template has a native call syntax
         # (DeepSeek-V3.1): the model sees one convention throughout.
-        self.prompt_tools = bool(self.tools) and not self.renders_tools
+        self.prompt_tools = bool(self.tools) and not native
         self.native_calls = self.arguments_as is not None
-        self.calls_as_text = not self.native_calls or not self.renders_tools
+        self.calls_as_text = not self.native_calls or not native
         self.accepts_string_arguments = self._accepts_string_arguments()
         self.tool_role = self._probe_tool_role()
         self.inserts_date = "strftime_now" in self.template_source
@@ -303,7 +318,7 @@ class ChatTemplate:
             out.append(m)
         inserted = 0
         if getattr(self, "prompt_tools", False):
-            prompt = tool_system_prompt(self.tools or [])
+            prompt = tool_system_prompt(self.tools or [], "compact" if self.tool_prompt == "compact" else "json")
             if out and out[0].get("role") == "system":
                 out[0] = {**out[0], "content": f"{out[0]['content']}\n\n{prompt}" if out[0]["content"] else prompt}
             else:

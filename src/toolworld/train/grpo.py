@@ -48,9 +48,20 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ToolworldError
 from ..core.seeds import derive_seed
+from ..rollout.models import write_model_card
 from ..scoring.verify import score_trajectory
 from .data import one_world_tasks
-from .sft import FINAL_DIR, LOG_FILE, OPTIM_FILE, STATE_FILE, latest_checkpoint, load_weights, trim_log
+from .sft import (
+    FINAL_DIR,
+    LOG_FILE,
+    OPTIM_FILE,
+    STATE_FILE,
+    check_tool_prompt,
+    latest_checkpoint,
+    layer_checkpointing,
+    load_weights,
+    trim_log,
+)
 
 if TYPE_CHECKING:
     from ..env.limits import Limits
@@ -106,6 +117,8 @@ class GRPOConfig:
     temperature: float = 1.0
     max_len: int = 8192
     batch_tokens: int | None = None
+    #: Lay the opening that trials share (system prompt, user's first turn) once per packed row: same loss, less work.
+    share_prefix: bool = True
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
     concurrency: int = 8
@@ -113,6 +126,12 @@ class GRPOConfig:
     save_every: int = 0
     resume: bool = False
     tensorboard: bool = True
+    #: How tools are stated to the model in its rollouts (``ChatTemplate``); recorded in ``final/``.
+    tool_prompt: str = "auto"
+    #: Recompute layer activations in the update's backward pass (``sft.layer_checkpointing``): long rows fit in RAM.
+    gradient_checkpointing: bool = False
+    #: Pack trials into rows (see ``SFTConfig.packing``); off, each trial is its own micro-batch.
+    packing: bool = True
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -133,6 +152,7 @@ class GRPOConfig:
         for name, ok, want in checks:
             if not ok:
                 raise GRPOError(f"{name} must be {want}, got {getattr(self, name)!r}", kind="invalid_option")
+        check_tool_prompt(self.tool_prompt, GRPOError)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -305,13 +325,16 @@ def _update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: An
     """``config.updates`` optimizer steps of ``policy_loss`` on ``samples``; token-weighted stats of them all."""
     import torch
 
-    from .data import pack
+    from .data import collate, pack
     from .logprobs import token_logprobs
-    from .losses import policy_loss
 
     first = next(model.parameters())
     assert config.batch_tokens is not None
-    micro = [b.to(first.device, dtype=first.dtype) for b in pack(samples, config.batch_tokens, pad_id)]
+    if config.packing:
+        packed = pack(samples, config.batch_tokens, pad_id, share_prefix=config.share_prefix)
+    else:
+        packed = [collate([s], pad_id) for s in samples if len(s)]
+    micro = [b.to(first.device, dtype=first.dtype) for b in packed]
     counts = [float(b.loss_mask.sum()) for b in micro]
     total = sum(counts)
     none: list[Any] = [None] * len(micro)
@@ -321,6 +344,19 @@ def _update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: An
         olds = [token_logprobs(model, b) for b in micro] if config.updates > 1 else none
         refs = [token_logprobs(ref_model, b) for b in micro] if ref_model is not None else none
     sums: dict[str, float] = defaultdict(float)
+    with layer_checkpointing(model, config.gradient_checkpointing):
+        _steps(model, micro, olds, refs, counts, total, optimizer, params, config, sums)
+    weight = total * config.updates
+    return {key: value / weight for key, value in sums.items()}
+
+
+def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], counts: list[float], total: float,
+           optimizer: Any, params: list[Any], config: GRPOConfig, sums: dict[str, float]) -> None:  # fmt: skip
+    """The optimizer steps of :func:`_update`, adding each one's token-weighted stats to ``sums``."""
+    import torch
+
+    from .losses import policy_loss
+
     for _ in range(config.updates):
         optimizer.zero_grad(set_to_none=True)
         for batch, old, ref, n in zip(micro, olds, refs, counts, strict=True):
@@ -334,8 +370,6 @@ def _update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: An
                 sums[key] += stats[key] * n
         sums["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)) * total
         optimizer.step()
-    weight = total * config.updates
-    return {key: value / weight for key, value in sums.items()}
 
 
 # ----------------------------------------------------------------------------------------------- checkpoints
@@ -399,13 +433,16 @@ def _tensorboard(config: GRPOConfig) -> Any:
 def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], config: GRPOConfig, *,
                on_step: Callable[[GRPOStep], Any] | None = None, scorer: Scorer | None = None,
                limits: Limits | None = None, user: UserSimulator | None = None,
-               engine: HFEngine | None = None) -> GRPOResult:  # fmt: skip
+               engine: HFEngine | None = None, sampler: Callable[[Any, int], Any] | None = None) -> GRPOResult:  # fmt: skip
     """Train ``model`` in place with on-policy GRPO on ``tasks`` of ``world``; see the module docstring.
 
     ``tokenizer`` is the model's (saved with the final model). ``scorer`` replaces ``score_trajectory`` as the
     reward (a custom reward, or a stub in tests). ``engine`` is the :class:`HFEngine` that samples: by default one
     is built over ``model``; pass your own to watch it, but it must wrap this very model. ``on_step`` sees each
-    step's :class:`GRPOStep`. Ctrl-C (``KeyboardInterrupt``, also from ``on_step``) saves a checkpoint of the last
+    step's :class:`GRPOStep`. ``sampler(model, step)`` (when given) returns the policy that samples step ``step``
+    instead of ``engine``: the weight sync of a separate inference engine (e.g. export the weights to GGUF and
+    open a llama.cpp policy on them, several times faster on a CPU). It must sample with the same weights and
+    tokenizer; its logprobs are what truncated importance sampling weighs against the trainer's. Ctrl-C (``KeyboardInterrupt``, also from ``on_step``) saves a checkpoint of the last
     finished step and returns ``interrupted=True``; run again with ``resume=True`` to continue. Raises
     :class:`GRPOError`.
     """
@@ -438,7 +475,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     start = _resume(model, optimizer, config) if config.resume else 0
     engine.reset_cache()
-    policy = TokenPolicy(engine, tokenizer, name="grpo", max_tokens=config.max_tokens, temperature=config.temperature)
+    policy = TokenPolicy(engine, tokenizer, name="grpo", max_tokens=config.max_tokens, temperature=config.temperature,
+                         tool_prompt=config.tool_prompt)  # fmt: skip
     advantage = estimator(config.advantage)
     result = GRPOResult(config.out, start, config.steps, resumed_from=start)
     writer = _tensorboard(config)
@@ -448,7 +486,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
         for step in range(start, config.steps):
             t0 = time.perf_counter()
             chosen = pick_tasks(tasks, config.tasks_per_step, config.seed, step)
-            pairs = rollouts(world, chosen, policy, trials=config.group, scorer=scorer,
+            step_policy = sampler(model, step) if sampler is not None else policy
+            pairs = rollouts(world, chosen, step_policy, trials=config.group, scorer=scorer,
                              salt=derive_seed(config.seed, step), concurrency=config.concurrency, limits=limits,
                              user=user)  # fmt: skip
             t_sampled = time.perf_counter()
@@ -503,6 +542,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     shutil.rmtree(final, ignore_errors=True)
     model.save_pretrained(final)
     tokenizer.save_pretrained(final)
+    write_model_card(final, tool_prompt=config.tool_prompt)
     result.final = final
     result.wall_s = time.perf_counter() - t_start
     return result

@@ -20,22 +20,62 @@ def _dtype_device(model: Any) -> tuple[torch.dtype, torch.device]:
     return param.dtype, param.device
 
 
-def token_logprobs(model: Any, batch: Batch) -> torch.Tensor:
-    """``[B, T]`` logprobs: position ``t`` scores ``input_ids[t]`` from the logits at ``t - 1``.
+def keeps_logits(model: Any) -> bool:
+    """Whether ``model``'s forward takes ``logits_to_keep`` (a peft wrapper passes it on to the model it wraps).
 
-    Positions with no context of their own get 0: the first of each row, the first token of every packed sample
-    (whose previous token belongs to another sample) and padding. The logsumexp is taken in float32 whatever the
-    model's dtype, since bf16 log-softmax over a large vocabulary loses the precision a ratio of probabilities needs.
+    A forward that only has ``**kwargs`` is not trusted with it: some pass unknown keywords to layers that reject
+    them.
     """
+    import inspect
+
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    try:
+        return "logits_to_keep" in inspect.signature(inner.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def token_logprobs(model: Any, batch: Batch, *, positions: str = "loss") -> torch.Tensor:
+    """``[B, T]`` logprobs: position ``t`` scores ``input_ids[t]`` from the logits at ``batch.predecessors()[t]``
+    (``t - 1`` within a sample, the prefix's last position for a sample's first token after a shared prefix).
+
+    ``positions="loss"`` (the default) scores only the tokens with ``loss_mask > 0`` and leaves 0 elsewhere, which
+    is all a loss or a logprob gap reads: the LM head then runs only where it predicts one of them. With a vocabulary
+    of ~50k and conversations whose prompt is most of their length, full logits are most of the memory and a
+    large share of the time of a training step. ``positions="all"`` scores every token that has a predecessor.
+    The head is narrowed through the model's own ``logits_to_keep``, so whatever the model does to its logits
+    (soft-capping, scaling) still applies; a model without it gets full logits, picked from afterwards.
+
+    Tokens with no predecessor get 0: the first of each sample, and padding. The logsumexp is taken in float32
+    whatever the model's dtype, since bf16 log-softmax over a large vocabulary loses the precision a ratio of
+    probabilities needs.
+    """
+    if positions not in ("loss", "all"):
+        raise TrainDataError("bad_positions", f"positions must be 'loss' or 'all', got {positions!r}")
     dtype, device = _dtype_device(model)
     batch = batch.to(device, dtype=dtype)
-    logits = model(**batch.model_inputs()).logits[:, :-1].float()
-    target = batch.input_ids[:, 1:]
-    picked = torch.gather(logits, -1, target.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    prev = batch.predecessors()
+    wanted = prev >= 0
+    if positions == "loss":
+        wanted &= batch.loss_mask > 0
     out = torch.zeros(batch.input_ids.shape, dtype=torch.float32, device=device)
-    out[:, 1:] = picked
-    starts = (batch.position_ids == 0) | (batch.segment_ids == 0)
-    return out.masked_fill(starts, 0.0)
+    rows, cols = wanted.nonzero(as_tuple=True)
+    source = prev[rows, cols]
+    # one set of positions for every row (what logits_to_keep takes); the union costs little next to full logits
+    keep = torch.unique(source)
+    width = batch.input_ids.shape[1]
+    narrow = keep.numel() < width and keeps_logits(model)
+    if narrow:
+        logits = model(**batch.model_inputs(), logits_to_keep=keep).logits
+    else:
+        logits = model(**batch.model_inputs()).logits
+    # shape, not the signature, says what came back: a forward may take the keyword and still return every position
+    at = torch.searchsorted(keep, source) if logits.shape[1] == keep.numel() and narrow else source
+    chosen = logits[rows, at].float()
+    target = batch.input_ids[rows, cols]
+    picked = chosen.gather(-1, target.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(chosen, dim=-1)
+    out[rows, cols] = picked
+    return out
 
 
 @torch.no_grad()

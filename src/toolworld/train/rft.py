@@ -71,12 +71,14 @@ def train_rft(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], *
               out: str | Path | None = None, max_tokens: int = 1024, temperature: float = 1.0,
               concurrency: int = 8, scorer: Scorer | None = None, limits: Limits | None = None,
               user: UserSimulator | None = None, on_sampled: Callable[[RFTResult], Any] | None = None,
-              on_step: Callable[[StepLog], Any] | None = None) -> RFTResult:  # fmt: skip
+              on_step: Callable[[StepLog], Any] | None = None, sampler: Any = None) -> RFTResult:  # fmt: skip
     """Sample ``k`` trials of every task with ``model`` (token level, at ``temperature``), keep the passed ones and
     fine-tune ``model`` on them with :func:`~toolworld.train.sft.train_sft` under ``config``.
 
     ``out`` (when given) replaces ``config.out``. ``scorer`` replaces ``score_trajectory`` as the judge of a pass
-    (``Score.success``). ``on_sampled`` sees the counts before training starts; ``on_step`` each SFT step.
+    (``Score.success``). ``sampler`` (a token-level policy over the same weights and tokenizer, e.g. a GGUF export
+    of ``model`` run by llama.cpp, several times faster on a CPU) samples instead of ``model`` itself; its
+    ``max_tokens``, ``temperature`` and tool prompt are its own. ``on_sampled`` sees the counts before training starts; ``on_step`` each SFT step.
     Raises :class:`~toolworld.train.sft.SFTError`: ``invalid_option``, ``no_tasks``, ``no_successful_trials``
     (no trial passed: a model that never solves a task has nothing to reinforce; start from an SFT model) and
     those of ``train_sft``.
@@ -104,12 +106,16 @@ def train_rft(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], *
         if not config.resume and ((config.out / "train.jsonl").exists() or samples_path.exists()):
             raise SFTError(f"{config.out} already holds a training run: pass resume=True (--resume) to continue it, "
                            "or choose another output folder", kind="output_exists")  # fmt: skip
-        first = next(model.parameters())
-        engine = HFEngine(model=model, tokenizer=tokenizer, device=str(first.device), prefix_cache=True)
-        policy = TokenPolicy(engine, tokenizer, name="rft", max_tokens=max_tokens, temperature=temperature)
-        pairs = rollouts(world, tasks, policy, trials=k, scorer=scorer, concurrency=concurrency, limits=limits,
+        engine = None
+        if sampler is None:
+            first = next(model.parameters())
+            engine = HFEngine(model=model, tokenizer=tokenizer, device=str(first.device), prefix_cache=True)
+            sampler = TokenPolicy(engine, tokenizer, name="rft", max_tokens=max_tokens, temperature=temperature,
+                                  tool_prompt=config.tool_prompt)  # fmt: skip
+        pairs = rollouts(world, tasks, sampler, trials=k, scorer=scorer, concurrency=concurrency, limits=limits,
                          user=user)  # fmt: skip
-        engine.reset_cache()  # the weights are about to change
+        if engine is not None:
+            engine.reset_cache()  # the weights are about to change
         infra = sum(1 for traj, score in pairs if traj.failed_by_infra or score.infra_error)
         passed = [(traj, score) for traj, score in pairs if score.success and not score.infra_error]
         # a passed trial cut below its first sampled token has nothing left to learn

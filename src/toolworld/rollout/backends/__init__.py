@@ -253,7 +253,7 @@ from .probes import NOOP_ANSWER, GibberishPolicy, GibberishSession, NoopPolicy, 
 from .openai import OPENAI_OPTIONS, OpenAIPolicy, OpenAISession, make_openai, parse_arguments  # noqa: E402
 
 # isort: split
-from .. import engines  # noqa: E402,F401  (registers vllm, hf, gguf and smollm2; imports nothing heavy)
+from . import token_kinds  # noqa: E402,F401  (registers vllm, hf, gguf and smollm2; imports nothing heavy)
 from .scripted import ScriptedPolicy, ScriptedSession, ScriptFn, ScriptItem, as_turn  # noqa: E402
 
 # isort: split

@@ -15,8 +15,10 @@ smollm2    (none)                      engine (gguf or hf) and that engine's opt
                                        defaults max_tokens=256 and (gguf) n_parallel=1
 =========  ==========================  ==========================================================================
 
-Every kind also takes the policy options ``temperature``, ``max_tokens`` and ``tool_format``. The four kinds
-register with the ``--policy`` registry (``toolworld.rollout.backends``) at the end of this module.
+Every kind also takes the policy options ``temperature``, ``max_tokens``, ``tool_format`` and ``tool_prompt``
+(``auto``, ``json`` or ``compact``: how the tools are stated; by default what the model says of itself, see
+``models.model_tool_prompt``: ``compact`` for smollm2 and for models trained with it, else ``auto``). The four kinds
+register with the ``--policy`` registry in ``toolworld.rollout.backends.token_kinds``.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ POLICY_OPTIONS: dict[str, Callable[[Any], Any]] = {
     "temperature": _at_least(0.0, _to_float),
     "max_tokens": _at_least(1, _to_int),
     "tool_format": _to_str,
+    "tool_prompt": _to_str,
 }
 
 #: Options each engine takes, with their converters.
@@ -146,6 +149,14 @@ def build_engine(kind: str, target: str | None, **options: Any) -> Any:
     raise ValueError(f"unknown engine kind {kind!r}; known: hf, gguf, vllm, smollm2")
 
 
+def _default_tool_prompt(policy_kwargs: dict[str, Any], model: Path) -> None:
+    """Fill ``tool_prompt`` with what the model file or folder says of itself, unless the spec set it."""
+    from ..models import model_tool_prompt
+
+    if "tool_prompt" not in policy_kwargs:
+        policy_kwargs["tool_prompt"] = model_tool_prompt(model) or "auto"
+
+
 def make_token_policy(kind: str, target: str | None = None, **options: Any) -> TokenPolicy:
     """A token-exact policy for ``--policy KIND:TARGET,key=value,...``.
 
@@ -173,6 +184,7 @@ def make_token_policy(kind: str, target: str | None = None, **options: Any) -> T
         if engine_kind == "gguf":
             engine_opts.setdefault("n_parallel", SMOLLM2_SLOTS)
         path = ensure_model("smollm2")
+        _default_tool_prompt(policy_kwargs, path)
         engine = build_engine(engine_kind, str(path), **engine_opts)
         name = "smollm2" if engine_kind == "gguf" else "smollm2-hf"
     elif kind in ENGINE_OPTIONS:
@@ -180,72 +192,11 @@ def make_token_policy(kind: str, target: str | None = None, **options: Any) -> T
             raise ValueError(f"{kind} needs a target: " + {"hf": "hf:MODEL_FOLDER", "gguf": "gguf:FILE.gguf",
                                                              "vllm": "vllm:MODEL@URL"}[kind])  # fmt: skip
         engine_opts = _convert(kind, options, ENGINE_OPTIONS[kind])
+        if kind != "vllm":
+            _default_tool_prompt(policy_kwargs, Path(target))
         engine = build_engine(kind, target, **engine_opts)
         label = target.rpartition("@")[0] if kind == "vllm" else Path(target).name or target
         name = f"{kind}:{label}"
     else:
         raise ValueError(f"unknown token policy kind {kind!r}; known: hf, gguf, vllm, smollm2")
     return TokenPolicy(engine, engine.tokenizer, name=name, **policy_kwargs)
-
-
-# -- the --policy kinds ---------------------------------------------------------------------------------------
-# Registered here, beside their options, as light factories: the engine modules (and torch, transformers,
-# xllamacpp) are imported by make_token_policy only when a policy of that kind is built.
-
-from ..backends import PolicySpec, policy  # noqa: E402  (after the definitions above: backends imports this module back)
-
-
-def _options(*groups: Any) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(name for group in groups for name in group))
-
-
-# Where each kind's tokenizer lives when the spec has no tokenizer= option (which wins, see tokenizer_source):
-# read off the spec the way make_token_policy would find it, without loading or pulling anything.
-
-
-def _target_tokenizer(spec: PolicySpec) -> str | None:
-    """hf, gguf: the model folder or .gguf file holds the tokenizer the engine loads."""
-    return spec.target
-
-
-def _vllm_tokenizer(spec: PolicySpec) -> str | None:
-    """vllm: the served MODEL, when it names a local folder (a hub name needs tokenizer=)."""
-    model = (spec.target or "").rpartition("@")[0].strip()
-    return model if model and Path(model).expanduser().is_dir() else None
-
-
-def _smollm2_tokenizer(spec: PolicySpec) -> str | None:
-    """smollm2: the pulled GGUF file (either engine renders with its vocabulary); None until it is pulled."""
-    from ..models import is_pulled, model_path
-
-    return str(model_path("smollm2")) if is_pulled("smollm2") else None
-
-
-@policy("vllm", usage="vllm:MODEL@URL[,k=v...]", help="vLLM server, token-exact",
-        options=_options(POLICY_OPTIONS, ENGINE_OPTIONS["vllm"]), takes_target="MODEL@URL",
-        tokenizer=_vllm_tokenizer)  # fmt: skip
-def make_vllm(target: str, **options: Any) -> TokenPolicy:
-    if "@" not in target:
-        raise ValueError(f"vllm needs MODEL@URL, got {target!r} (e.g. vllm:Qwen/Qwen3-8B@http://localhost:8000)")
-    return make_token_policy("vllm", target, **options)
-
-
-@policy("hf", usage="hf:PATH[,k=v...]", help="transformers model directory, token-exact",
-        options=_options(POLICY_OPTIONS, ENGINE_OPTIONS["hf"]), takes_target="a path",
-        tokenizer=_target_tokenizer)  # fmt: skip
-def make_hf(target: str, **options: Any) -> TokenPolicy:
-    return make_token_policy("hf", target, **options)
-
-
-@policy("gguf", usage="gguf:PATH[,k=v...]", help="GGUF file through xllamacpp, token-exact",
-        options=_options(POLICY_OPTIONS, ENGINE_OPTIONS["gguf"]), takes_target="a path",
-        tokenizer=_target_tokenizer)  # fmt: skip
-def make_gguf(target: str, **options: Any) -> TokenPolicy:
-    return make_token_policy("gguf", target, **options)
-
-
-@policy("smollm2", usage="smollm2[,k=v...]", help="the embedded SmolLM2-135M-Instruct (engine=gguf or hf)",
-        options=_options(["engine"], POLICY_OPTIONS, ENGINE_OPTIONS["gguf"], ENGINE_OPTIONS["hf"]),
-        tokenizer=_smollm2_tokenizer)  # fmt: skip
-def make_smollm2(**options: Any) -> TokenPolicy:
-    return make_token_policy("smollm2", None, **options)

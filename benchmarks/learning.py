@@ -1,0 +1,309 @@
+"""The learning benchmark: does training in toolworld make the embedded model better at tasks it never saw?
+
+SmolLM2-135M-Instruct (the embedded model) is trained in stages on retail tasks and evaluated after each on the
+same held-out tasks, with the scripted user and the scorer, through ``toolworld.pipeline.run`` (the path
+``toolworld run`` takes):
+
+    base   the model as shipped
+    sft    supervised fine-tuning on the gold conversations of the training tasks
+    rft    rejection fine-tuning: the SFT model plays each training task k times, learns its own passed trials
+    grpo   on-policy GRPO from the RFT model (group-relative advantages, TIS against the sampler's logprobs)
+
+Training and held-out tasks come from different generator seeds, and held-out tasks whose customer appears in
+the training set are dropped, so a held-out pass is never a memorised customer. Every stage is evaluated from a
+GGUF export of its weights (f16, the base too: quantization costs every stage alike) run by llama.cpp at
+temperature 0, one trial per task: pass^1 with its 95% Wilson interval. Sampling for RFT and GRPO also runs on
+llama.cpp over a fresh export of the current weights (the weight sync of a separate inference engine).
+
+Goal: >= 30 points of held-out pass^1 gained by SFT over the base model, and GRPO >= 5 more, in <= 2 hours on a
+2-core CPU. Each stage's result is kept in OUT/<stage>.json, so a rerun with the same OUT skips finished stages
+(and ``--stages`` picks some). Every evaluation run's report shows the curve so far (``learning.json``).
+
+    python benchmarks/learning.py --out runs/learning                 # the benchmark (run it in the background)
+    python benchmarks/learning.py --out /tmp/lq --quick                # a few tasks and steps: does it all run?
+
+The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from toolworld import get_world
+from toolworld.pipeline import run
+from toolworld.tasks.generate import generate
+from toolworld.tasks.model import Task, TaskSet
+
+STAGES = ("base", "sft", "rft", "grpo")
+TOOL_PROMPT = "compact"
+GOAL = {"sft_gain": 0.30, "grpo_gain": 0.05}
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a success rate (sound at 0 and n, unlike the normal approximation)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def customer(task: Task) -> str:
+    """Who the task's customer is (the name the user gives; two customers sharing a name are both held apart)."""
+    return task.user.name
+
+
+def make_tasks(out: Path, n_train: int, n_heldout: int, seed_train: int, seed_heldout: int,
+               mix: str | None) -> tuple[list[Task], list[Task]]:  # fmt: skip
+    """Training and held-out tasks from different seeds, no held-out customer among the training ones."""
+    train_file, heldout_file = out / "train.jsonl", out / "heldout.jsonl"
+    if train_file.is_file() and heldout_file.is_file():
+        return TaskSet.load(train_file).tasks, TaskSet.load(heldout_file).tasks
+    train = generate("retail", n_train, seed=seed_train, sampler=mix)
+    seen = {customer(t) for t in train.tasks}
+    pool = generate("retail", n_heldout * 3, seed=seed_heldout, sampler=mix)
+    keep = [(t, line) for t, line in zip(pool.tasks, pool.lines, strict=True) if customer(t) not in seen][:n_heldout]
+    if len(keep) < n_heldout:
+        sys.exit(f"only {len(keep)} held-out tasks with unseen customers; lower --train or --heldout")
+    train_file.write_text("".join(line + "\n" for line in train.lines), encoding="utf-8")
+    heldout_file.write_text("".join(line + "\n" for _, line in keep), encoding="utf-8")
+    return train.tasks, [t for t, _ in keep]
+
+
+class Bench:
+    """The stages, their outputs under ``out`` and the curve so far."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out: Path = args.out
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.world = get_world("retail")
+        self.train, self.heldout = make_tasks(self.out, args.train, args.heldout, args.seed_train, args.seed_heldout,
+                                              args.mix)  # fmt: skip
+        self.model: Any = None
+        self.tokenizer: Any = None
+        self.base_gguf: Path | None = None
+
+    # -- model and exports
+
+    def load(self, folder: Path | None = None) -> None:
+        """The embedded model (or a stage's saved weights) in memory, for training."""
+        from toolworld.train.sft import load_model
+
+        if self.model is None or folder is not None:
+            self.model, self.tokenizer, path = load_model(str(folder) if folder else "smollm2")
+            if folder is None:
+                self.base_gguf = path
+        if self.base_gguf is None:
+            from toolworld.rollout.models import ensure_model
+
+            self.base_gguf = ensure_model("smollm2")
+
+    def export(self, name: str) -> Path:
+        """The in-memory weights as a GGUF that llama.cpp samples."""
+        from toolworld.train.export import export_gguf
+
+        assert self.base_gguf is not None
+        path = self.out / name / "model.gguf"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return export_gguf(self.model, path, base_gguf=self.base_gguf, dtype="f16", tool_prompt=TOOL_PROMPT)
+
+    def spec(self, gguf: Path, *, temperature: float) -> str:
+        return (f"gguf:{gguf},temperature={temperature},max_tokens={self.args.max_tokens},tool_prompt={TOOL_PROMPT},"
+                f"n_ctx={self.args.n_ctx}")  # fmt: skip
+
+    def limits(self) -> Any:
+        """Episodes end (scored, as ``max_tokens``) before the conversation outgrows llama.cpp's context."""
+        from toolworld.env.limits import Limits
+
+        return Limits(max_tokens=self.args.n_ctx - self.args.max_tokens)
+
+    def cpu_sft(self) -> dict[str, Any]:
+        """How SFT runs fastest on a CPU (``benchmarks/train.py``): one conversation per micro-batch under a plain
+        causal mask (packed rows' explicit masks cost attention quadratically), bfloat16 autocast, and
+        ``grad_accum`` conversations per optimizer step."""
+        return {"packing": False, "bf16": self.args.bf16, "grad_accum": self.args.grad_accum}
+
+    # -- stages
+
+    def evaluate(self, name: str, gguf: Path, train_wall_s: float, extra: dict[str, Any]) -> dict[str, Any]:
+        started = time.perf_counter()
+        result = run(self.world, self.heldout, self.spec(gguf, temperature=0.0), out=self.out / f"eval-{name}",
+                     resume=(self.out / f"eval-{name}" / "run.db").is_file(), concurrency=1,
+                     limits=self.limits())  # fmt: skip
+        summary = result.summary.to_dict() if hasattr(result.summary, "to_dict") else dict(result.summary)
+        n = int(summary.get("scored", 0)) + int(summary.get("infra_errors", 0))
+        wins = round(float(summary.get("success_rate", 0.0)) * int(summary.get("scored", 0)))
+        lo, hi = wilson(wins, n)
+        row = {"name": name, "pass1": wins / n if n else 0.0, "lo": lo, "hi": hi, "n": n, "successes": wins,
+               "infra_errors": int(summary.get("infra_errors", 0)), "mean_reward": summary.get("mean_reward"),
+               "train_wall_s": round(train_wall_s, 1), "eval_wall_s": round(time.perf_counter() - started, 1),
+               "run": f"eval-{name}", **extra}  # fmt: skip
+        (self.out / f"{name}.json").write_text(json.dumps(row, indent=2), encoding="utf-8")
+        print(f"[{name}] held-out pass^1 {row['pass1']:.3f} [{lo:.3f}, {hi:.3f}] (n={n}) train {train_wall_s:.0f}s "
+              f"eval {row['eval_wall_s']:.0f}s", flush=True)  # fmt: skip
+        return row
+
+    def base(self) -> dict[str, Any]:
+        self.load()
+        return self.evaluate("base", self.export("base"), 0.0, {})
+
+    def sft(self) -> dict[str, Any]:
+        from toolworld.train.sft import SFTConfig, sft_samples, train_sft
+
+        self.load()
+        a = self.args
+        started = time.perf_counter()
+        samples = sft_samples(self.out / "train.jsonl", self.tokenizer, gold_out=self.out / "gold-train",
+                              max_len=a.max_len, tool_prompt=TOOL_PROMPT)  # fmt: skip
+        config = SFTConfig(out=self.out / "sft", lr=a.sft_lr, epochs=a.sft_epochs, max_len=a.max_len,
+                           batch_tokens=max(a.batch_tokens, a.max_len), tool_prompt=TOOL_PROMPT, seed=0, **self.cpu_sft(),
+                           resume=(self.out / "sft" / "train.jsonl").exists())  # fmt: skip
+        result = train_sft(self.model, self.tokenizer, samples, config)
+        took = time.perf_counter() - started
+        return self.evaluate("sft", self.export("sft"), took, {"samples": len(samples), "steps": result.steps,
+                                                               "first_loss": result.first_loss,
+                                                               "final_loss": result.final_loss})  # fmt: skip
+
+    def rft(self) -> dict[str, Any]:
+        from toolworld.rollout.backends import make_policy
+        from toolworld.train.rft import train_rft
+        from toolworld.train.sft import SFTConfig, SFTError
+
+        self.load(self.out / "sft" / "final")
+        a = self.args
+        started = time.perf_counter()
+        sampler = make_policy(self.spec(self.out / "sft" / "model.gguf", temperature=a.temperature))
+        config = SFTConfig(out=self.out / "rft", lr=a.rft_lr, epochs=a.rft_epochs, max_len=a.max_len,
+                           batch_tokens=max(a.batch_tokens, a.max_len), tool_prompt=TOOL_PROMPT, seed=1, **self.cpu_sft(),
+                           resume=(self.out / "rft" / "rft.json").exists())  # fmt: skip
+        try:
+            result = train_rft(self.model, self.tokenizer, self.world, self.train, k=a.rft_k, config=config,
+                               sampler=sampler, concurrency=1, limits=self.limits())  # fmt: skip
+        except SFTError as exc:
+            if exc.kind != "no_successful_trials":
+                raise
+            # nothing passed, so nothing to reinforce: the SFT model is the RFT model, and GRPO starts from it
+            row = {**json.loads((self.out / "sft.json").read_text()), "name": "rft", "note": str(exc),
+                   "train_wall_s": round(time.perf_counter() - started, 1)}  # fmt: skip
+            (self.out / "rft.json").write_text(json.dumps(row, indent=2), encoding="utf-8")
+            print(f"[rft] {exc}", flush=True)
+            return row
+        took = time.perf_counter() - started
+        return self.evaluate("rft", self.export("rft"), took, {"trials": result.trials, "passed": result.passed,
+                                                               "kept": result.kept})  # fmt: skip
+
+    def grpo(self) -> dict[str, Any]:
+        from toolworld.rollout.backends import make_policy
+        from toolworld.train.grpo import GRPOConfig, train_grpo
+
+        start = self.out / "rft" / "final"
+        self.load(start if start.is_dir() else self.out / "sft" / "final")
+        a = self.args
+        started = time.perf_counter()
+
+        def sampler(model: Any, step: int) -> Any:  # weight sync: the current weights, exported for llama.cpp
+            return make_policy(self.spec(self.export("grpo-sampler"), temperature=a.temperature))
+
+        config = GRPOConfig(out=self.out / "grpo", group=a.group, tasks_per_step=a.tasks_per_step,
+                            steps=a.grpo_steps, lr=a.grpo_lr, max_tokens=a.max_tokens, max_len=a.max_len,
+                            tool_prompt=TOOL_PROMPT, concurrency=1, seed=2, tensorboard=False, packing=False,
+                            resume=(self.out / "grpo" / "train.jsonl").exists())  # fmt: skip
+        result = train_grpo(self.model, self.tokenizer, self.world, self.train, config, sampler=sampler,
+                            limits=self.limits())  # fmt: skip
+        took = time.perf_counter() - started
+        rewards = result.rewards
+        return self.evaluate("grpo", self.export("grpo"), took, {"steps": result.steps,
+                                                                 "reward_first": rewards[0] if rewards else None,
+                                                                 "reward_last": rewards[-1] if rewards else None})  # fmt: skip
+
+    # -- the curve
+
+    def curve(self) -> dict[str, Any]:
+        rows = [json.loads((self.out / f"{s}.json").read_text()) for s in STAGES if (self.out / f"{s}.json").is_file()]
+        return {"title": "SmolLM2-135M-Instruct on retail", "metric": "held-out pass^1", "heldout_tasks": len(self.heldout),
+                "train_tasks": len(self.train), "stages": rows, "goal": GOAL}  # fmt: skip
+
+    def publish(self) -> dict[str, Any]:
+        """Write the curve into every evaluation run and re-render their reports, so each shows it."""
+        from toolworld.pipeline import finish
+
+        curve = self.curve()
+        for row in curve["stages"]:
+            folder = self.out / row["run"]
+            (folder / "learning.json").write_text(json.dumps(curve, indent=2), encoding="utf-8")
+            try:
+                finish(folder)
+            except Exception as exc:  # the figures stand without the report; say so and go on
+                print(f"report of {folder} not re-rendered: {exc}", flush=True)
+        (self.out / "learning.json").write_text(json.dumps(curve, indent=2), encoding="utf-8")
+        return curve
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--stages", default=",".join(STAGES), help="Stages to run, in order (finished ones are skipped).")
+    p.add_argument("--quick", action="store_true", help="A few tasks and steps: checks the pipeline, not learning.")
+    p.add_argument("--train", type=int, default=150, help="Training tasks.")
+    p.add_argument("--heldout", type=int, default=100, help="Held-out tasks.")
+    p.add_argument("--mix", default=None, help="Task sampler mix (default: the generator's).")
+    p.add_argument("--seed-train", type=int, default=101)
+    p.add_argument("--seed-heldout", type=int, default=202)
+    p.add_argument("--max-len", type=int, default=8192, help="Tokens per training conversation.")
+    p.add_argument("--batch-tokens", type=int, default=8192, help="Tokens per packed micro-batch (memory grows with it).")
+    p.add_argument("--max-tokens", type=int, default=160, help="Tokens per assistant turn.")
+    p.add_argument("--n-ctx", type=int, default=8192)
+    p.add_argument("--temperature", type=float, default=1.0, help="Sampling temperature of RFT and GRPO.")
+    p.add_argument("--grad-accum", type=int, default=4, help="Conversations per SFT/RFT optimizer step.")
+    p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast in SFT/RFT.")
+    p.add_argument("--sft-lr", type=float, default=1e-4)
+    p.add_argument("--sft-epochs", type=int, default=2)
+    p.add_argument("--rft-k", type=int, default=2)
+    p.add_argument("--rft-lr", type=float, default=3e-5)
+    p.add_argument("--rft-epochs", type=int, default=1)
+    p.add_argument("--group", type=int, default=4)
+    p.add_argument("--tasks-per-step", type=int, default=4)
+    p.add_argument("--grpo-steps", type=int, default=8)
+    p.add_argument("--grpo-lr", type=float, default=2e-6)
+    args = p.parse_args()
+    if args.quick:
+        args.train, args.heldout, args.sft_epochs, args.rft_k = 6, 4, 1, 1
+        args.group, args.tasks_per_step, args.grpo_steps, args.max_tokens = 2, 2, 1, 64
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    unknown = sorted(set(stages) - set(STAGES))
+    if unknown:
+        p.error(f"unknown stage(s) {unknown}; stages: {', '.join(STAGES)}")
+    started = time.perf_counter()
+    bench = Bench(args)
+    for stage in stages:
+        if (args.out / f"{stage}.json").is_file():
+            print(f"[{stage}] done before, kept", flush=True)
+            continue
+        getattr(bench, stage)()
+        bench.publish()
+    curve = bench.publish()
+    by = {row["name"]: row for row in curve["stages"]}
+    out: dict[str, Any] = {"benchmark": "learning", "train_tasks": len(bench.train), "heldout_tasks": len(bench.heldout),
+                           "wall_s": round(time.perf_counter() - started, 1)}  # fmt: skip
+    for name, row in by.items():
+        out[f"{name}_pass1"] = round(row["pass1"], 4)
+        out[f"{name}_ci"] = [round(row["lo"], 4), round(row["hi"], 4)]
+        out[f"{name}_train_s"] = row["train_wall_s"]
+    if "base" in by and "sft" in by:
+        out["sft_gain"] = round(by["sft"]["pass1"] - by["base"]["pass1"], 4)
+    for before in ("sft", "rft"):
+        if "grpo" in by and before in by:
+            out[f"grpo_gain_over_{before}"] = round(by["grpo"]["pass1"] - by[before]["pass1"], 4)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
