@@ -193,9 +193,12 @@ class Bench:
             # nothing passed, so nothing to reinforce: the SFT model is the RFT model, and GRPO starts from it
             row = {**json.loads((self.out / "sft.json").read_text()), "name": "rft", "note": str(exc),
                    "train_wall_s": round(time.perf_counter() - started, 1)}  # fmt: skip
+            row.pop("run", None)  # no evaluation run of its own: the SFT run's report must not mark it as this one
             (self.out / "rft.json").write_text(json.dumps(row, indent=2), encoding="utf-8")
             print(f"[rft] {exc}", flush=True)
             return row
+        finally:
+            sampler.engine.close()
         took = time.perf_counter() - started
         return self.evaluate("rft", self.export("rft"), took, {"trials": result.trials, "passed": result.passed,
                                                                "kept": result.kept})  # fmt: skip
@@ -209,8 +212,13 @@ class Bench:
         a = self.args
         started = time.perf_counter()
 
+        live: list[Any] = []
+
         def sampler(model: Any, step: int) -> Any:  # weight sync: the current weights, exported for llama.cpp
-            return make_policy(self.spec(self.export("grpo-sampler"), temperature=a.temperature))
+            while live:  # the previous step's engine (an f16 model and its KV cache) goes before the next loads
+                live.pop().engine.close()
+            live.append(make_policy(self.spec(self.export("grpo-sampler"), temperature=a.temperature)))
+            return live[-1]
 
         config = GRPOConfig(out=self.out / "grpo", group=a.group, tasks_per_step=a.tasks_per_step,
                             steps=a.grpo_steps, lr=a.grpo_lr, max_tokens=a.max_tokens, max_len=a.max_len,
@@ -218,6 +226,8 @@ class Bench:
                             resume=(self.out / "grpo" / "train.jsonl").exists())  # fmt: skip
         result = train_grpo(self.model, self.tokenizer, self.world, self.train, config, sampler=sampler,
                             limits=self.limits())  # fmt: skip
+        for policy in live:
+            policy.engine.close()
         took = time.perf_counter() - started
         rewards = result.rewards
         return self.evaluate("grpo", self.export("grpo"), took, {"steps": result.steps,

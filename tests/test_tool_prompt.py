@@ -133,3 +133,30 @@ def test_policies_default_to_the_models_tool_prompt_and_take_an_explicit_one(tmp
     assert engines.make_token_policy("hf", str(folder), tool_prompt="json").tool_prompt == "json"
     with pytest.raises(ValueError, match="tool_prompt must be one of"):
         engines.make_token_policy("hf", str(folder), tool_prompt="tiny")
+
+
+def test_sft_export_states_tools_as_the_runs_policy_did(tmp_path) -> None:
+    from rollout_kit import SHARED_TOKENIZERS
+    from toolworld import pipeline
+    from toolworld.rollout.backends import tool_prompt_of
+    from toolworld.tasks.generate import generate
+
+    folder = SHARED_TOKENIZERS / "smollm2-135m-instruct"
+    shared_tokenizer("smollm2-135m-instruct")  # skips with the reason when ../shared is absent
+    tasks = generate("retail", 1, seed=0, sampler="target").tasks
+    pipeline.run("retail", tasks, "gold", out=tmp_path / "run", report=False)
+
+    def system(**kw: Any) -> str:
+        out = pipeline.export(tmp_path / "run", "sft", tokenizer=folder, output=tmp_path / "x.jsonl", **kw)
+        return json.loads(out.path.read_text().splitlines()[0])["messages"][0]["content"]
+
+    assert '"properties"' in system()  # gold states no tools of its own: the template's way (JSON for SmolLM2)
+    compact = system(tool_prompt="compact")
+    assert SIGNATURE_LINE in compact and '"properties"' not in compact
+    assert (tool_prompt_of("smollm2"), tool_prompt_of("smollm2,tool_prompt=json"), tool_prompt_of("gold")) == (
+        "compact", "json", "auto")
+    with pytest.raises(pipeline.RunError, match="--tool-prompt applies to --format sft"):
+        pipeline.export(tmp_path / "run", "chat", tool_prompt="compact")
+
+
+SIGNATURE_LINE = "- find_user_by_email(email: string) - Find a customer's user id from their email address."

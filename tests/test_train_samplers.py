@@ -102,7 +102,7 @@ def test_grpo_with_a_stale_sampler_shows_the_gap(tokenizer, tasks, tmp_path):
     model = tiny_llama(tokenizer)
     stale = sampler_over(copy.deepcopy(model), tokenizer, "stale")
     config = GRPOConfig(out=tmp_path / "grpo", group=2, tasks_per_step=1, steps=2, lr=1e-2, max_tokens=8,
-                        concurrency=2, tensorboard=False)  # fmt: skip
+                        concurrency=2, tensorboard=False, tool_prompt="compact")  # fmt: skip
     result = train_grpo(model, tokenizer, get_world("retail"), tasks[:1], config, scorer=odd_trials_pass([]),
                         sampler=lambda current, step: stale)  # fmt: skip
     assert result.log[1].logprob_gap is not None and result.log[1].logprob_gap > 1e-3
@@ -189,3 +189,35 @@ def test_sft_without_packing_takes_the_same_step_one_conversation_at_a_time(toke
     assert results[0].losses[0] == pytest.approx(results[1].losses[0], abs=1e-5)
     packed, single = (dict(m.named_parameters()) for m in models)
     assert all(torch.allclose(packed[k], single[k], atol=1e-5) for k in packed)
+
+
+def test_a_resumed_run_keeps_the_tool_prompt_it_started_with(tokenizer, tasks, tmp_path):
+    folder = tmp_path / "tiny"
+    tiny_llama(tokenizer).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    (folder / MODEL_CARD).write_text(json.dumps({"tool_prompt": "compact"}))
+    task_file = tmp_path / "one.jsonl"
+    write_jsonl(task_file, [min(tasks, key=lambda t: len(t.gold_actions))])
+    runner = CliRunner()
+
+    def sft(*extra: str) -> Any:
+        return runner.invoke(app, ["train", "sft", str(task_file), "--model", str(folder), "--out", str(tmp_path / "o"),
+                                   "--max-steps", "1", "--max-len", "8192", "--json", *extra], catch_exceptions=False)  # fmt: skip
+
+    assert sft("--tool-prompt", "json").exit_code == 0
+    again = sft("--resume")  # the model says compact, the run was started with json: json it stays
+    assert again.exit_code == 0, again.output
+    assert model_tool_prompt(tmp_path / "o" / "final") == "json"
+    assert model_tool_prompt(tmp_path / "o" / "checkpoint-1") == "json"  # a checkpoint says it too
+    changed = sft("--resume", "--tool-prompt", "compact")
+    assert json.loads(changed.output.strip().splitlines()[-1])["error"]["type"] == "run_mismatch"
+    trl = sft("--trl", "--bf16")
+    assert json.loads(trl.output.strip().splitlines()[-1])["error"]["type"] == "invalid_option"
+
+
+def test_a_sampler_with_another_tool_prompt_is_refused(tokenizer, tasks, tmp_path):
+    model = tiny_llama(tokenizer)
+    config = SFTConfig(out=tmp_path / "rft", max_steps=1, max_len=8192, batch_tokens=8192)  # tool_prompt auto
+    with pytest.raises(SFTError, match="the sampler states tools as 'compact'"):
+        train_rft(model, tokenizer, get_world("retail"), tasks, k=1, config=config,
+                  sampler=sampler_over(copy.deepcopy(model), tokenizer, "s"))  # fmt: skip

@@ -819,11 +819,12 @@ def rescore(out: str | Path, *, check: bool = False, on_progress: OnProgress | N
 
 
 def export_run(store: RunStore, fmt: str, path: str | Path, *, include_failed: bool = False,
-               tokenizer: Any = None) -> int:  # fmt: skip
+               tokenizer: Any = None, tool_prompt: str | None = None) -> int:  # fmt: skip
     """The store's export (:func:`toolworld.store.export.export_run`), with the run's own policy's tokenizer as the
     default for ``sft``: the one its ``--policy`` spec samples with
     (:func:`toolworld.rollout.backends.tokenizer_source`), so a token-level run renders through its own template
-    without being told which. The store itself knows nothing of policies.
+    without being told which, and ``tool_prompt`` likewise (:func:`toolworld.rollout.backends.tool_prompt_of`): the
+    exported rows state the tools as the run's model saw them. The store itself knows nothing of policies.
 
     Raises ``ExportError`` (``no_tokenizer`` when neither ``tokenizer`` nor the run's policy names one, pointing at
     ``--tokenizer`` and ``--format chat``; the store's own kinds otherwise).
@@ -844,11 +845,16 @@ def export_run(store: RunStore, fmt: str, path: str | Path, *, include_failed: b
                               "--tokenizer FOLDER (the tokenizer of the model to train, a folder with "
                               "tokenizer_config.json, or a .gguf file), or export plain conversations with "
                               "--format chat")  # fmt: skip
-    return write_export(store, fmt, path, include_failed=include_failed, tokenizer=tokenizer)
+    if fmt == "sft" and tool_prompt is None:
+        from .rollout.backends import tool_prompt_of
+
+        tool_prompt = tool_prompt_of(store.config.get("policy_spec") or store.config.get("policy"))
+    return write_export(store, fmt, path, include_failed=include_failed, tokenizer=tokenizer,
+                        tool_prompt=tool_prompt or "auto")  # fmt: skip
 
 
 def export(out: str | Path, fmt: str = "jsonl", *, output: str | Path | None = None, include_failed: bool = False,
-           tokenizer: Any = None, on_damage: OnDamage | None = None) -> ExportResult:  # fmt: skip
+           tokenizer: Any = None, on_damage: OnDamage | None = None, tool_prompt: str | None = None) -> ExportResult:  # fmt: skip
     """Export the run stored in ``out`` for training or analysis: what ``toolworld export`` does.
 
     ``fmt``: ``jsonl``, ``parquet``, ``chat``, ``sft`` or ``tokens`` (see :mod:`toolworld.store.export`);
@@ -867,10 +873,17 @@ def export(out: str | Path, fmt: str = "jsonl", *, output: str | Path | None = N
         raise RunError(f"--format must be one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}", kind="invalid_option")
     if tokenizer is not None and fmt != "sft":
         raise RunError(f"--tokenizer applies to --format sft only, not {fmt}", kind="invalid_option")
+    if tool_prompt is not None:
+        from .tokens.template import TOOL_PROMPT_CHOICES
+
+        if fmt != "sft" or tool_prompt not in TOOL_PROMPT_CHOICES:
+            raise RunError(f"--tool-prompt applies to --format sft and is one of {', '.join(TOOL_PROMPT_CHOICES)}; "
+                           f"got {tool_prompt!r} with --format {fmt}", kind="invalid_option")  # fmt: skip
     store = _open(out, writer=False, on_damage=on_damage)
     target = Path(output) if output is not None else out / DEFAULT_NAMES[fmt]
     try:
-        records = export_run(store, fmt, target, include_failed=include_failed, tokenizer=tokenizer)
+        records = export_run(store, fmt, target, include_failed=include_failed, tokenizer=tokenizer,
+                             tool_prompt=tool_prompt)  # fmt: skip
     except (ExportError, StoreError) as exc:
         raise RunError(str(exc), kind=exc.kind) from exc
     except OSError as exc:

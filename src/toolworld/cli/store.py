@@ -128,6 +128,8 @@ def export(
                                                  "infra-errored ones).")] = False,
     tokenizer: Annotated[Path | None, typer.Option("--tokenizer", help="sft: tokenizer folder (or .gguf file) of "
                                                    "the model to train; default: the run's own policy's.")] = None,
+    tool_prompt: Annotated[str | None, typer.Option("--tool-prompt", help="sft: how the tools are stated (auto, json "
+                                                    "or compact); default: as the run's own policy stated them.")] = None,
 ) -> None:
     """Export a stored run for training or analysis.
 
@@ -137,7 +139,7 @@ def export(
 
     try:
         result = pipeline.export(out, fmt, output=output, include_failed=include_failed, tokenizer=tokenizer,
-                                 on_damage=print_damage)  # fmt: skip
+                                 on_damage=print_damage, tool_prompt=tool_prompt)  # fmt: skip
     except pipeline.RunError as exc:
         fail_with(exc)
     what = "conversations" if result.fmt in ("chat", "sft") else "trials"

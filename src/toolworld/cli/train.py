@@ -114,6 +114,9 @@ def sft(
         fail_with(exc)
     if out.exists() and not out.is_dir():
         fail("invalid_option", f"--out {out} is a file; give a folder")
+    if trl and (bf16 or gradient_checkpointing or not packing):
+        fail("invalid_option", "--bf16, --gradient-checkpointing and --no-packing belong to the built-in trainer; "
+             "with --trl, set TRL's own options in Python (toolworld.train.sft.train_sft_trl)")  # fmt: skip
     if not resume and (latest_checkpoint(out) is not None or (out / LOG_FILE).exists()):
         fail("output_exists", f"{out} already holds a training run: add --resume to continue it, or choose another "
              "--out")  # fmt: skip
@@ -166,7 +169,7 @@ def _train(source: Path, model_spec: str, config: SFTConfig, *, device: str, inc
         pass
     with err_console.status(f"loading {model_spec}", spinner="dots") if not quiet else contextlib.nullcontext():
         model, tokenizer, path = load_model(model_spec, device=device)
-    config.tool_prompt = _tool_prompt(tool_prompt, path, SFTError)
+    config.tool_prompt = _tool_prompt(tool_prompt, path, SFTError, out=config.out, resume=config.resume)
     with err_console.status(f"rendering training data from {source}", spinner="dots") if not quiet else contextlib.nullcontext():
         samples = sft_samples(source, tokenizer, include_failed=include_failed, gold_out=gold_out,
                               max_len=config.max_len, tool_prompt=config.tool_prompt)  # fmt: skip
@@ -205,12 +208,20 @@ def _task_file(path: Path) -> tuple[World, list[Task]]:
     return world_or_fail(worlds[0]), task_set.tasks
 
 
-def _tool_prompt(given: str | None, model_path: Path, error: type[ToolworldError]) -> str:
-    """``--tool-prompt`` as given, else what the loaded model says of itself, else ``auto``; checked."""
+def _tool_prompt(given: str | None, model_path: Path, error: type[ToolworldError], *, out: Path,
+                 resume: bool) -> str:  # fmt: skip
+    """``--tool-prompt`` as given; else, resuming, the one the run was started with; else what the loaded model
+    says of itself, else ``auto``; checked."""
     from ..rollout.models import model_tool_prompt
-    from ..train.sft import check_tool_prompt
+    from ..train.sft import LAYOUT_KEYS, check_tool_prompt, stored_config
 
-    value = given if given is not None else (model_tool_prompt(model_path) or "auto")
+    stored = stored_config(out) if resume else None
+    if given is not None:
+        value = given
+    elif stored is not None:
+        value = str(stored.get("tool_prompt", LAYOUT_KEYS["tool_prompt"]))
+    else:
+        value = model_tool_prompt(model_path) or "auto"
     check_tool_prompt(value, error)
     return value
 
@@ -302,7 +313,7 @@ def grpo(
     world, task_list = _task_file(tasks)
     try:
         trained, tokenizer, path = _load_for_training(model, device, as_json)
-        config.tool_prompt = _tool_prompt(tool_prompt, path, GRPOError)
+        config.tool_prompt = _tool_prompt(tool_prompt, path, GRPOError, out=config.out, resume=config.resume)
         with _progress(as_json) as progress:
             bar = progress.add_task(f"grpo on {len(task_list)} tasks", total=steps, extra="")
 
@@ -383,7 +394,7 @@ def rft(
     world, task_list = _task_file(tasks)
     try:
         trained, tokenizer, path = _load_for_training(model, device, as_json)
-        config.tool_prompt = _tool_prompt(tool_prompt, path, SFTError)
+        config.tool_prompt = _tool_prompt(tool_prompt, path, SFTError, out=config.out, resume=config.resume)
         with _progress(as_json) as progress:
             bar = progress.add_task(f"sampling {len(task_list)} tasks x {k}", total=None, extra="")
 

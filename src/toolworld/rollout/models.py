@@ -296,7 +296,7 @@ def model_tool_prompt(path: str | Path) -> str | None:
 
             field = GGUFReader(src).get_field(GGUF_TOOL_PROMPT_KEY)
             return bytes(field.parts[-1]).decode("utf-8") if field is not None else None
-    except (OSError, ValueError, ImportError, AttributeError):  # an unreadable card is as good as none
+    except Exception:  # an unreadable card or a damaged GGUF (gguf-py raises struct.error, IndexError...) says nothing
         return None
     return None
 

@@ -394,12 +394,13 @@ def token_records(store: RunStore) -> Iterator[dict[str, Any]]:
 
 
 def export_run(store: RunStore, fmt: str, path: str | Path, *, include_failed: bool = False,
-               tokenizer: Any = None) -> int:  # fmt: skip
+               tokenizer: Any = None, tool_prompt: str = "auto") -> int:  # fmt: skip
     """Write the run in ``fmt`` (one of ``EXPORT_FORMATS``) to ``path``; returns the number of records.
 
     ``tokenizer`` (``sft`` only, and needed there): a tokenizer object, folder or .gguf file. Which tokenizer a
     run's own policy sampled with is the policy layer's to say: :func:`toolworld.pipeline.export_run` fills it
-    in from the run's ``--policy`` spec. Raises ``ExportError`` (with ``kind``) when the export cannot be made as
+    in from the run's ``--policy`` spec, and ``tool_prompt`` (``sft``) the way it stated the tools. Raises
+    ``ExportError`` (with ``kind``) when the export cannot be made as
     asked: ``no_tokenizer``, ``bad_tokenizer``, ``no_token_buffers``, ``missing_dependency``.
     """
     if fmt not in EXPORT_FORMATS:
@@ -424,7 +425,8 @@ def export_run(store: RunStore, fmt: str, path: str | Path, *, include_failed: b
         return _write_rows("chat", chat_records(store, include_failed=include_failed), target)
     if fmt == "sft":
         tok, label = load_export_tokenizer(tokenizer)  # before the output is opened: a bad one writes nothing
-        return _write_rows("sft", sft_records(store, tok, include_failed=include_failed, label=label), target)
+        rows = sft_records(store, tok, include_failed=include_failed, label=label, tool_prompt=tool_prompt)
+        return _write_rows("sft", rows, target)
     if fmt == "tokens":
         return _write_rows("tokens", token_records(store), target)
     return _write_rows("parquet", trial_records(store), target, lines=False)

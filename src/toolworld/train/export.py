@@ -292,8 +292,8 @@ def export_gguf(model_or_folder: Any, out: str | Path, *, base_gguf: str | Path 
             perturbs logprobs slightly more. 1-D tensors (norms) stay float32 either way.
         tool_prompt: how the model was trained to see its tools (``ChatTemplate``'s ``tool_prompt``), written as
             the ``toolworld.tool_prompt`` key so that ``--policy gguf:FILE`` samples with it. Default: what a
-            saved folder's ``toolworld.json`` says, else what the base says of itself (see
-            ``toolworld.rollout.models.model_tool_prompt``), else nothing is written.
+            saved folder's ``toolworld.json`` says, else the key of a base that is itself an export, else nothing
+            is written (a policy then uses ``auto``): pass it for a model object trained in Python.
 
     Raises :class:`ExportError`; nothing is left at ``out`` unless the whole file was written.
     """
@@ -344,8 +344,9 @@ def export_gguf(model_or_folder: Any, out: str | Path, *, base_gguf: str | Path 
             writer.add_file_type(_FILE_TYPES[dtype])
             if tool_prompt is None and isinstance(model_or_folder, str | Path):
                 tool_prompt = model_tool_prompt(model_or_folder)
-            if tool_prompt is None:  # the base's own (an earlier export, or the embedded model's)
-                tool_prompt = model_tool_prompt(base)
+            if tool_prompt is None:  # a key an earlier export wrote into the base (a known model's default is no
+                field = reader.get_field(GGUF_TOOL_PROMPT_KEY)  # evidence of how these weights were trained)
+                tool_prompt = bytes(field.parts[-1]).decode("utf-8") if field is not None else None
             if tool_prompt is not None:
                 writer.add_string(GGUF_TOOL_PROMPT_KEY, tool_prompt)
             for name in _ordered(tensors, (t.name for t in reader.tensors)):

@@ -53,6 +53,7 @@ from ..scoring.verify import score_trajectory
 from .data import one_world_tasks
 from .sft import (
     FINAL_DIR,
+    LAYOUT_KEYS,
     LOG_FILE,
     OPTIM_FILE,
     STATE_FILE,
@@ -60,6 +61,7 @@ from .sft import (
     latest_checkpoint,
     layer_checkpointing,
     load_weights,
+    same_prompt,
     trim_log,
 )
 
@@ -385,6 +387,7 @@ def _save_checkpoint(model: Any, optimizer: Any, step: int, config: GRPOConfig) 
     model.save_pretrained(tmp)
     torch.save({"optimizer": optimizer.state_dict(), "rng": torch.get_rng_state()}, tmp / OPTIM_FILE)
     (tmp / STATE_FILE).write_text(json.dumps({"step": step, "config": config.to_dict()}, indent=2))
+    write_model_card(tmp, tool_prompt=config.tool_prompt)
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     return final
@@ -401,9 +404,10 @@ def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
         return 0
     state = json.loads((ckpt / STATE_FILE).read_text())
     saved = state.get("config", {})
-    for key in _RESUME_KEYS:
-        if key in saved and saved[key] != getattr(config, key):
-            raise GRPOError(f"{ckpt} was trained with {key}={saved[key]!r}, not {getattr(config, key)!r}: resume "
+    for key in (*_RESUME_KEYS, *LAYOUT_KEYS):
+        was = saved.get(key, LAYOUT_KEYS.get(key)) if key in LAYOUT_KEYS else saved.get(key, getattr(config, key))
+        if was != getattr(config, key):
+            raise GRPOError(f"{ckpt} was trained with {key}={was!r}, not {getattr(config, key)!r}: resume "
                             "with the same options, or train into a new --out", kind="run_mismatch")  # fmt: skip
     try:
         load_weights(model, ckpt, lora=False)
@@ -487,6 +491,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
             t0 = time.perf_counter()
             chosen = pick_tasks(tasks, config.tasks_per_step, config.seed, step)
             step_policy = sampler(model, step) if sampler is not None else policy
+            same_prompt(step_policy, config.tool_prompt, GRPOError)
             pairs = rollouts(world, chosen, step_policy, trials=config.group, scorer=scorer,
                              salt=derive_seed(config.seed, step), concurrency=config.concurrency, limits=limits,
                              user=user)  # fmt: skip

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .data import one_world_tasks
 from .grpo import Scorer, rollouts, samples_from_trajectories
-from .sft import SFTConfig, SFTError, SFTResult, StepLog, train_sft
+from .sft import SFTConfig, SFTError, SFTResult, StepLog, same_prompt, train_sft
 
 if TYPE_CHECKING:
     from ..env.limits import Limits
@@ -107,6 +107,7 @@ def train_rft(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], *
             raise SFTError(f"{config.out} already holds a training run: pass resume=True (--resume) to continue it, "
                            "or choose another output folder", kind="output_exists")  # fmt: skip
         engine = None
+        same_prompt(sampler, config.tool_prompt, SFTError)
         if sampler is None:
             first = next(model.parameters())
             engine = HFEngine(model=model, tokenizer=tokenizer, device=str(first.device), prefix_cache=True)

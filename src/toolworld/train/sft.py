@@ -78,6 +78,9 @@ def layer_checkpointing(model: Any, enabled: bool = True) -> Iterator[None]:
         yield
         return
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if base.is_gradient_checkpointing:  # the caller's own setting: leave it as it is
+        yield
+        return
     base.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     layers = [m for m in base.modules() if getattr(m, "gradient_checkpointing", False)]
     modes = [m.training for m in layers]
@@ -89,6 +92,30 @@ def layer_checkpointing(model: Any, enabled: bool = True) -> Iterator[None]:
         for m, mode in zip(layers, modes, strict=True):
             m.training = mode
         base.activation_checkpointing_disable()
+        if hasattr(base, "disable_input_require_grads"):  # the embedding hook enabling adds is not removed above
+            base.disable_input_require_grads()
+
+
+#: Options that change what a step trains on or how it is rendered, with the value a run that predates them had:
+#: a resume must keep them, or steps, the schedule and the recorded tool prompt would silently shift.
+LAYOUT_KEYS: dict[str, Any] = {"tool_prompt": "auto", "packing": True, "share_prefix": False}
+
+
+def stored_config(out: str | Path) -> dict[str, Any] | None:
+    """The configuration recorded in the latest checkpoint of ``out`` (None when there is none)."""
+    ckpt = latest_checkpoint(out)
+    if ckpt is None:
+        return None
+    return dict(json.loads((ckpt / STATE_FILE).read_text(encoding="utf-8")).get("config", {}))
+
+
+def same_prompt(sampler: Any, tool_prompt: str, error: type[ToolworldError]) -> None:
+    """Refuse a sampler that states tools otherwise than the run trains and records (``tool_prompt``): its tokens
+    would be learned under one prompt and the model card would name another."""
+    theirs = getattr(sampler, "tool_prompt", None)
+    if theirs is not None and theirs != tool_prompt:
+        raise error(f"the sampler states tools as {theirs!r} but the run trains with tool_prompt={tool_prompt!r}: "
+                    "give both the same tool prompt", kind="invalid_option")  # fmt: skip
 
 
 def check_tool_prompt(value: str, error: type[ToolworldError]) -> None:
@@ -435,6 +462,7 @@ def _save_checkpoint(model: Any, optimizer: Any, scheduler: Any, step: int, conf
     torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                 "rng": torch.get_rng_state()}, tmp / OPTIM_FILE)  # fmt: skip
     (tmp / STATE_FILE).write_text(json.dumps({"step": step, "config": config.to_dict()}, indent=2))
+    write_model_card(tmp, tool_prompt=config.tool_prompt)  # a checkpoint is a model too (--policy hf:OUT/checkpoint-N)
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     return final
@@ -474,9 +502,10 @@ def _resume(model: Any, optimizer: Any, scheduler: Any, config: SFTConfig, lora:
         return 0
     state = json.loads((ckpt / STATE_FILE).read_text())
     saved = state.get("config", {})
-    for key in ("lora", "seed", "batch_tokens", "grad_accum", "max_len", "epochs", "max_steps", "lr"):
-        if key in saved and saved[key] != getattr(config, key):
-            raise SFTError(f"{ckpt} was trained with {key}={saved[key]!r}, not {getattr(config, key)!r}: resume with "
+    for key in ("lora", "seed", "batch_tokens", "grad_accum", "max_len", "epochs", "max_steps", "lr", *LAYOUT_KEYS):
+        was = saved.get(key, LAYOUT_KEYS.get(key)) if key in LAYOUT_KEYS else saved.get(key, getattr(config, key))
+        if was != getattr(config, key):
+            raise SFTError(f"{ckpt} was trained with {key}={was!r}, not {getattr(config, key)!r}: resume with "
                            "the same options, or train into a new --out", kind="run_mismatch")  # fmt: skip
     load_weights(model, ckpt, lora)
     extra = torch.load(ckpt / OPTIM_FILE, weights_only=False)

@@ -208,6 +208,29 @@ def tokenizer_source(spec: str | PolicySpec | None) -> str | None:
     return resolve(parsed) if resolve is not None else None
 
 
+def tool_prompt_of(spec: str | PolicySpec | None) -> str:
+    """How a policy SPEC states tools to its model (``ChatTemplate``'s ``tool_prompt``), read off the spec: its
+    ``tool_prompt=`` option, else what its model file or folder says of itself, else ``auto``. Nothing is loaded
+    or pulled; a spec that does not parse says ``auto``."""
+    from ..models import model_tool_prompt
+
+    if spec is None or (isinstance(spec, str) and not spec.strip()):
+        return "auto"
+    try:
+        parsed = spec if isinstance(spec, PolicySpec) else parse_spec(spec)
+        given = parsed.options.get("tool_prompt")
+        if given is not None and str(given).strip():
+            return str(given).strip()
+        source = tokenizer_source(parsed)
+    except ValueError:
+        return "auto"
+    if parsed.kind == "smollm2" and source is None:  # not pulled yet: the registry knows its default all the same
+        from ..models import known_model
+
+        return known_model("smollm2").tool_prompt
+    return (model_tool_prompt(source) if source else None) or "auto"
+
+
 def make_policy(spec: str, **overrides: Any) -> Policy:
     """Build a policy from a ``--policy`` SPEC; ``overrides`` win over options written in the spec.
 
@@ -292,4 +315,5 @@ __all__ = [
     "policy_kinds",
     "spec_forms",
     "tokenizer_source",
+    "tool_prompt_of",
 ]
