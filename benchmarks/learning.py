@@ -129,7 +129,7 @@ class Bench:
         """How SFT runs fastest on a CPU (``benchmarks/train.py``): one conversation per micro-batch under a plain
         causal mask (packed rows' explicit masks cost attention quadratically), bfloat16 autocast, and
         ``grad_accum`` conversations per optimizer step."""
-        return {"packing": False, "bf16": self.args.bf16, "grad_accum": self.args.grad_accum}
+        return {"packing": False, "bf16": self.args.bf16, "grad_accum": self.args.grad_accum, "save_every": 5}
 
     # -- stages
 
