@@ -117,13 +117,19 @@ def test_configs_refuse_an_unknown_tool_prompt(tmp_path):
         GRPOConfig(out=tmp_path, tool_prompt="terse")
 
 
-def test_cli_sft_takes_the_models_tool_prompt_unless_told(tokenizer, tasks, tmp_path):
+def compact_model(tokenizer: Any, tasks: list[Any], tmp_path: Path) -> tuple[Path, Path]:
+    """A tiny model folder whose card says it was trained with the compact tool prompt, and a one-task file."""
     folder = tmp_path / "tiny"
     tiny_llama(tokenizer).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     (folder / MODEL_CARD).write_text(json.dumps({"tool_prompt": "compact"}))
     task_file = tmp_path / "one.jsonl"
     write_jsonl(task_file, [min(tasks, key=lambda t: len(t.gold_actions))])
+    return folder, task_file
+
+
+def test_cli_sft_takes_the_models_tool_prompt_unless_told(tokenizer, tasks, tmp_path):
+    folder, task_file = compact_model(tokenizer, tasks, tmp_path)
     runner = CliRunner()
 
     def sft(out: Path, *extra: str) -> Any:
@@ -192,12 +198,7 @@ def test_sft_without_packing_takes_the_same_step_one_conversation_at_a_time(toke
 
 
 def test_a_resumed_run_keeps_the_tool_prompt_it_started_with(tokenizer, tasks, tmp_path):
-    folder = tmp_path / "tiny"
-    tiny_llama(tokenizer).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    (folder / MODEL_CARD).write_text(json.dumps({"tool_prompt": "compact"}))
-    task_file = tmp_path / "one.jsonl"
-    write_jsonl(task_file, [min(tasks, key=lambda t: len(t.gold_actions))])
+    folder, task_file = compact_model(tokenizer, tasks, tmp_path)
     runner = CliRunner()
 
     def sft(*extra: str) -> Any:
