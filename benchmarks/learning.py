@@ -120,10 +120,12 @@ class Bench:
                 f"n_ctx={self.args.n_ctx}")  # fmt: skip
 
     def limits(self) -> Any:
-        """Episodes end (scored, as ``max_tokens``) before the conversation outgrows llama.cpp's context."""
+        """Episodes end (scored, as ``max_tokens``) before the conversation outgrows llama.cpp's context, and after
+        ``--max-turns`` assistant turns: a model that loops on a read would otherwise spend minutes per episode to
+        fail the same way."""
         from toolworld.env.limits import Limits
 
-        return Limits(max_tokens=self.args.n_ctx - self.args.max_tokens)
+        return Limits(max_turns=self.args.max_turns, max_tokens=self.args.n_ctx - self.args.max_tokens)
 
     def cpu_sft(self) -> dict[str, Any]:
         """How SFT runs fastest on a CPU (``benchmarks/train.py``): one conversation per micro-batch under a plain
@@ -238,7 +240,8 @@ class Bench:
 
     def curve(self) -> dict[str, Any]:
         rows = [json.loads((self.out / f"{s}.json").read_text()) for s in STAGES if (self.out / f"{s}.json").is_file()]
-        return {"title": "SmolLM2-135M-Instruct on retail", "metric": "held-out pass^1", "heldout_tasks": len(self.heldout),
+        mix = f" ({self.args.mix} tasks)" if self.args.mix else ""
+        return {"title": f"SmolLM2-135M-Instruct on retail{mix}", "metric": "held-out pass^1", "heldout_tasks": len(self.heldout),
                 "train_tasks": len(self.train), "stages": rows, "goal": GOAL}  # fmt: skip
 
     def publish(self) -> dict[str, Any]:
@@ -271,6 +274,7 @@ def main() -> None:
     p.add_argument("--batch-tokens", type=int, default=8192, help="Tokens per packed micro-batch (memory grows with it).")
     p.add_argument("--max-tokens", type=int, default=160, help="Tokens per assistant turn.")
     p.add_argument("--n-ctx", type=int, default=8192)
+    p.add_argument("--max-turns", type=int, default=30, help="Assistant turns per evaluated or sampled episode.")
     p.add_argument("--temperature", type=float, default=1.0, help="Sampling temperature of RFT and GRPO.")
     p.add_argument("--grad-accum", type=int, default=4, help="Conversations per SFT/RFT optimizer step.")
     p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast in SFT/RFT.")

@@ -305,8 +305,13 @@ class World:
         src = inspect.getsourcefile(self.seed_data)
         if src is None:
             return []
-        folder = Path(src).parent
-        return [p for p in folder.iterdir() if p.suffix in (".py", ".sql", ".json", ".txt", ".md") and p.is_file()]
+        # the world's own folder, and the pieces every world may draw its data from (``toolworld.worlds.shared``)
+        shared = Path(__file__).resolve().parent.parent / "worlds" / "shared"
+        files: list[Path] = []
+        for folder in (Path(src).parent, shared):
+            if folder.is_dir():
+                files += [p for p in folder.iterdir() if p.suffix in (".py", ".sql", ".json", ".txt", ".md") and p.is_file()]
+        return files
 
     def _cache_path(self, seed: int) -> Path:
         return cache_dir() / "worlds" / f"{self.name}-{self.fingerprint()[:16]}-seed{seed}.sqlite"

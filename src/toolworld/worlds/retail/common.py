@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from toolworld.worlds.shared.clock import days_before, format_time, parse_time  # noqa: F401 - re-exported
+from toolworld.worlds.shared.money import dollars  # noqa: F401 - re-exported
+from toolworld.worlds.shared.places import US_STATES  # noqa: F401 - re-exported
 
 #: The world's fixed clock. Every date in the seed data is before it; date rules are measured from it.
 NOW = "2026-05-15T12:00:00Z"
@@ -26,33 +29,15 @@ TRANSFER_REASONS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 CARRIERS = ("UPS", "FedEx", "USPS", "DHL")
 CARD_KINDS = ("credit_card", "debit_card")
-US_STATES = (
-    "AL", "AK", "AZ", "AR", "CA", "CO", "CT", "DE", "DC", "FL", "GA", "HI", "ID", "IL", "IN", "IA", "KS", "KY", "LA",
-    "ME", "MD", "MA", "MI", "MN", "MS", "MO", "MT", "NE", "NV", "NH", "NJ", "NM", "NY", "NC", "ND", "OH", "OK", "OR",
-    "PA", "RI", "SC", "SD", "TN", "TX", "UT", "VT", "VA", "WA", "WV", "WI", "WY",
-)  # fmt: skip
-
-
-def parse_time(value: str) -> datetime:
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-
-
-def format_time(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def days_before_now(days: float) -> str:
     """An ISO timestamp ``days`` before the world's clock (the generator dates everything this way)."""
-    return format_time(parse_time(NOW) - timedelta(days=days))
+    return days_before(NOW, days)
 
 
 def shipping_for(subtotal_cents: int) -> int:
     return 0 if subtotal_cents >= FREE_SHIPPING_MIN_CENTS else SHIPPING_FEE_CENTS
-
-
-def dollars(cents: int | None) -> float | None:
-    """Cents as a dollar amount rounded to the cent (what tools show to agents)."""
-    return None if cents is None else round(cents / 100, 2)
 
 
 def payment_key(method: Mapping[str, Any]) -> tuple[str, ...]:

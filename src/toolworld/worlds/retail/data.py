@@ -16,11 +16,16 @@ import bisect
 import itertools
 import json
 import sqlite3
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from toolworld.world.rng import Rng
+from toolworld.worlds.shared.draw import fresh as _fresh
+from toolworld.worlds.shared.draw import pct as _pct
+from toolworld.worlds.shared.draw import slug as _slug
+from toolworld.worlds.shared.draw import weighted as _weighted
+from toolworld.worlds.shared.people import email as _email
+from toolworld.worlds.shared.places import street as _street
 
 from . import vocab
 from .common import CANCEL_REASONS, NOW, format_time, parse_time, shipping_for
@@ -47,28 +52,6 @@ _HISTORIC_PRICE_MIN_AGE = 60 * DAY
 def _ts(age_s: int) -> str:
     """The ISO time ``age_s`` whole seconds before the world's clock (integers keep it exact)."""
     return format_time(_NOW - timedelta(seconds=age_s))
-
-
-def _pct(rng: Rng, percent: int) -> bool:
-    """True with probability ``percent``/100, drawn as an integer (no float in the stream)."""
-    return rng.below(100) < percent
-
-
-def _weighted(rng: Rng, pairs: tuple[tuple[str, int], ...] | list[tuple[str, int]]) -> str:
-    return rng.weighted([v for v, _ in pairs], [w for _, w in pairs])
-
-
-def _fresh(rng: Rng, used: set[str], make: Callable[[Rng], str]) -> str:
-    """Draw ids from ``make`` until one is not in ``used`` (then claim it)."""
-    while True:
-        value = make(rng)
-        if value not in used:
-            used.add(value)
-            return value
-
-
-def _slug(name: str) -> str:
-    return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
 # -- row holders -------------------------------------------------------------------------------------------
@@ -151,28 +134,6 @@ def _catalogue(rng: Rng) -> tuple[list[tuple[str, ...]], list[_Variant], list[tu
 
 
 # -- customers ---------------------------------------------------------------------------------------------
-
-
-def _email(rng: Rng, first: str, last: str) -> str:
-    f, la = _slug(first), _slug(last)
-    style = rng.below(6)
-    n = str(rng.randint(1, 999))
-    local = (f"{f}.{la}{n}", f"{f}{la}{n}", f"{f[0]}{la}{n}", f"{f}_{la}", f"{la}.{f}{n}", f"{f}{n}")[style]
-    return f"{local}@{_weighted(rng, vocab.EMAIL_DOMAINS)}"
-
-
-def _street(rng: Rng) -> tuple[str, str]:
-    line1 = f"{rng.randint(1, 9999)} {rng.choice(vocab.STREET_NAMES)} {_weighted(rng, vocab.STREET_SUFFIXES)}"
-    roll = rng.below(100)
-    if roll < 14:
-        line2 = f"Apt {rng.randint(1, 24)}{rng.choice('ABCDEF')}"
-    elif roll < 20:
-        line2 = f"Suite {rng.randint(1, 9)}00"
-    elif roll < 26:
-        line2 = f"Unit {rng.randint(1, 300)}"
-    else:
-        line2 = ""
-    return line1, line2
 
 
 def _customers(rng: Rng) -> tuple[list[_User], list[tuple[object, ...]], list[tuple[object, ...]],

@@ -6,15 +6,14 @@ Money is integer cents in the database and decimal dollars in every result.
 
 from __future__ import annotations
 
-import ast
 import json
-import operator
 import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from toolworld.world import Ctx, Entity, ToolError, tool
+from toolworld.worlds.shared.arith import calculate
 
 from .common import (
     CANCEL_REASONS,
@@ -496,43 +495,6 @@ def track_order(ctx: Ctx, order_id: OrderId) -> dict[str, Any]:
     if o["status"] == "pending":
         out["note"] = "Not shipped yet: the order can still be changed or cancelled."
     return out
-
-
-_OPS: dict[type, Any] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.USub: operator.neg, ast.UAdd: operator.pos,
-}  # fmt: skip
-
-
-def _evaluate(node: ast.AST) -> float:
-    if isinstance(node, ast.Expression):
-        return _evaluate(node.body)
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        return _OPS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
-        return _OPS[type(node.op)](_evaluate(node.operand))
-    raise ValueError("unsupported expression")
-
-
-@tool
-def calculate(expression: Annotated[str, Field(max_length=200)]) -> float:
-    """Evaluate an arithmetic expression with + - * / and parentheses; the result is rounded to 2 decimals.
-
-    Args:
-        expression: e.g. '(54.99 + 12.50) * 2 - 10'.
-    """
-    try:
-        value = _evaluate(ast.parse(expression.strip(), mode="eval"))
-    except ZeroDivisionError:
-        raise ToolError("invalid_arguments", f"{expression!r} divides by zero.") from None
-    except (SyntaxError, ValueError):
-        raise ToolError(
-            "invalid_arguments",
-            f"{expression!r} is not an arithmetic expression; use numbers, + - * / and parentheses only.",
-        ) from None
-    return round(value, 2)
 
 
 # -- write tools -----------------------------------------------------------------------------------------
