@@ -106,18 +106,21 @@ class Bench:
 
             self.base_gguf = ensure_model("smollm2")
 
-    def export(self, name: str) -> Path:
-        """The in-memory weights as a GGUF that llama.cpp samples."""
+    def export(self, name: str, dtype: str = "f16") -> Path:
+        """The in-memory weights as a GGUF that llama.cpp samples (f16 to evaluate; f32 for GRPO's sampler, whose
+        logprobs must be the trainer's)."""
         from toolworld.train.export import export_gguf
 
         assert self.base_gguf is not None
         path = self.out / name / "model.gguf"
         path.parent.mkdir(parents=True, exist_ok=True)
-        return export_gguf(self.model, path, base_gguf=self.base_gguf, dtype="f16", tool_prompt=TOOL_PROMPT)
+        return export_gguf(self.model, path, base_gguf=self.base_gguf, dtype=dtype, tool_prompt=TOOL_PROMPT)
 
-    def spec(self, gguf: Path, *, temperature: float) -> str:
+    def spec(self, gguf: Path, *, temperature: float, kv_cache: str = "f16") -> str:
+        """The llama.cpp policy: evaluation keeps its default f16 KV cache; the RFT and GRPO samplers take a
+        float32 one, since GRPO's importance ratios compare their logprobs with the trainer's."""
         return (f"gguf:{gguf},temperature={temperature},max_tokens={self.args.max_tokens},tool_prompt={TOOL_PROMPT},"
-                f"n_ctx={self.args.n_ctx}")  # fmt: skip
+                f"n_ctx={self.args.n_ctx},kv_cache={kv_cache}")  # fmt: skip
 
     def limits(self) -> Any:
         """Episodes end (scored, as ``max_tokens``) before the conversation outgrows llama.cpp's context, and after
@@ -182,7 +185,7 @@ class Bench:
         self.load(self.out / "sft" / "final")
         a = self.args
         started = time.perf_counter()
-        sampler = make_policy(self.spec(self.out / "sft" / "model.gguf", temperature=a.temperature))
+        sampler = make_policy(self.spec(self.out / "sft" / "model.gguf", temperature=a.temperature, kv_cache="f32"))
         config = SFTConfig(out=self.out / "rft", lr=a.rft_lr, epochs=a.rft_epochs, max_len=a.max_len,
                            batch_tokens=max(a.batch_tokens, a.max_len), tool_prompt=TOOL_PROMPT, seed=1, **self.cpu_sft(),
                            resume=(self.out / "rft" / "rft.json").exists())  # fmt: skip
@@ -219,7 +222,7 @@ class Bench:
         def sampler(model: Any, step: int) -> Any:  # weight sync: the current weights, exported for llama.cpp
             while live:  # the previous step's engine (an f16 model and its KV cache) goes before the next loads
                 live.pop().engine.close()
-            live.append(make_policy(self.spec(self.export("grpo-sampler"), temperature=a.temperature)))
+            live.append(make_policy(self.spec(self.export("grpo-sampler", "f32"), temperature=a.temperature, kv_cache="f32")))
             return live[-1]
 
         config = GRPOConfig(out=self.out / "grpo", group=a.group, tasks_per_step=a.tasks_per_step,

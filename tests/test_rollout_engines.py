@@ -34,6 +34,28 @@ def engine(tiny_gguf: Path) -> Any:
     eng.close()
 
 
+def test_gguf_kv_cache_option_is_checked_and_reaches_the_policy_spec(tiny_gguf: Path) -> None:
+    pytest.importorskip("xllamacpp")
+    from toolworld.rollout.backends import make_policy
+    from toolworld.rollout.engines.gguf import GGUFEngine
+
+    with pytest.raises(ValueError, match="kv_cache must be one of f16, f32"):
+        GGUFEngine(tiny_gguf, kv_cache="q8")
+    policy = make_policy(f"gguf:{tiny_gguf},kv_cache=f32,n_ctx=256,threads=1")
+    try:
+        assert policy.engine.kv_cache == "f32"
+        prompt = chat_ids(policy.engine, "Hello there.")
+        # same greedy ids as the default cache on a tiny random model: only the numerics change
+        wide = generate(policy.engine, prompt, temperature=0.0)
+    finally:
+        policy.engine.close()
+    half = GGUFEngine(tiny_gguf, n_ctx=256, threads=1)
+    try:
+        assert generate(half, prompt, temperature=0.0).ids == wide.ids
+    finally:
+        half.close()
+
+
 def chat_ids(engine: Any, text: str) -> list[int]:
     """The prompt ids of one user message (newer transformers return a BatchEncoding, older a plain list)."""
     out = engine.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)

@@ -109,22 +109,12 @@ def test_a_model_loaded_from_gguf_saves_as_a_plain_model(smollm2: Any, tmp_path:
     assert model_tool_prompt(again) is None
 
 
-def test_llama_cpp_samples_what_the_trainer_computes(smollm2: Any, smollm2_f32: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    """With float32 everywhere llama.cpp's logprobs are the trainer's to ~1e-5. Its defaults (float16 KV cache,
-    flash attention) add ~2.5e-3 mean / ~1.3e-2 max on this prompt: a property of the engine, not of the file."""
-    xllamacpp = pytest.importorskip("xllamacpp")
+def test_llama_cpp_samples_what_the_trainer_computes(smollm2: Any, smollm2_f32: Path) -> None:
+    """With float32 everywhere (``kv_cache="f32"``) llama.cpp's logprobs are the trainer's to ~1e-5. Its defaults
+    (float16 KV cache, flash attention) add ~2.5e-3 mean / ~1.3e-2 max on this prompt: a property of the engine,
+    not of the file."""
+    pytest.importorskip("xllamacpp")
     from toolworld.rollout.engines.gguf import GGUFEngine
-
-    plain = xllamacpp.CommonParams
-
-    def float32_params() -> Any:
-        params = plain()
-        params.cache_type_k = params.cache_type_v = 0  # GGML_TYPE_F32
-        params.flash_attn_type = 0  # disabled: the CPU flash-attention kernel rounds through float16
-        return params
-
-    monkeypatch.setattr(xllamacpp, "CommonParams", float32_params)
     from toolworld.train.data import Sample, collate
     from toolworld.train.logprobs import token_logprobs
 
@@ -132,7 +122,7 @@ def test_llama_cpp_samples_what_the_trainer_computes(smollm2: Any, smollm2_f32: 
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Name three fruits."}],
                                            add_generation_prompt=True)  # fmt: skip
     prompt = [int(i) for i in (prompt["input_ids"] if hasattr(prompt, "keys") else prompt)]
-    engine = GGUFEngine(smollm2_f32, n_ctx=256, threads=2, verify_tokenizer=False)
+    engine = GGUFEngine(smollm2_f32, n_ctx=256, threads=2, verify_tokenizer=False, kv_cache="f32")
     try:
         gen = asyncio.run(engine.generate(prompt, max_tokens=16, temperature=1.0, stop_ids=[], seed=0))
     finally:

@@ -8,7 +8,8 @@ cheap: torch, transformers and xllamacpp load only when an engine is built.
 kind       target                      options (``key=value`` after the spec, e.g. ``hf:./m,temperature=0.7``)
 =========  ==========================  ==========================================================================
 hf         model folder or .gguf file  tokenizer, device, dtype, prefix_cache
-gguf       .gguf file                  tokenizer, n_ctx, threads, n_parallel, gpu_layers, verify_tokenizer, verbose
+gguf       .gguf file                  tokenizer, n_ctx, threads, n_parallel, gpu_layers, verify_tokenizer, verbose,
+                                       kv_cache (f16 | f32)
 vllm       MODEL@URL                   tokenizer (required unless MODEL is a local folder), api_key, timeout_s,
                                        max_retries, backoff_s
 smollm2    (none)                      engine (gguf or hf) and that engine's options; pulled on first use;
@@ -99,6 +100,7 @@ ENGINE_OPTIONS: dict[str, dict[str, Callable[[Any], Any]]] = {
         "gpu_layers": _to_int,
         "verify_tokenizer": _to_bool,
         "verbose": _to_bool,
+        "kv_cache": _to_str,
     },
     "vllm": {
         "tokenizer": _to_str,
