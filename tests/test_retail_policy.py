@@ -7,14 +7,13 @@ added to policy.md without a test.
 from __future__ import annotations
 
 import json
-import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from toolworld import Episode
 from toolworld.worlds.retail.common import NOW, RETURN_WINDOW_DAYS, days_before_now
+from world_kit import assert_every_rule_tested, ok, one, violation
 
 RECENT = days_before_now(RETURN_WINDOW_DAYS - 1)  # delivered after this: inside the return window
 EXPIRED = days_before_now(RETURN_WINDOW_DAYS + 1)  # delivered before this: outside it
@@ -24,30 +23,6 @@ EXPIRED = days_before_now(RETURN_WINDOW_DAYS + 1)  # delivered before this: outs
 def ep(world) -> Episode:
     with world.episode(0) as e:
         yield e
-
-
-def one(ep: Episode, sql: str, params: tuple[Any, ...] = ()) -> dict[str, Any]:
-    rows = ep.query(sql + " LIMIT 1", params)
-    assert rows, f"seed data has no row for: {sql} {params}"
-    return rows[0]
-
-
-def violation(ep: Episode, tool: str, args: dict[str, Any], rule: str | None, error_type: str = "policy_violation") -> str:
-    """Call must fail with ``error_type`` (citing ``rule`` when given) and leave the state untouched."""
-    before = ep.state_hash()
-    r = ep.call(tool, args)
-    assert not r.ok, f"{tool} should have been refused: {r.output}"
-    assert r.error.type == error_type, r.error.to_dict()
-    if rule is not None:
-        assert f"policy {rule}" in r.error.message, r.error.message
-    assert ep.state_hash() == before, "a refused call changed the state"
-    return r.error.message
-
-
-def ok(ep: Episode, tool: str, args: dict[str, Any]) -> Any:
-    r = ep.call(tool, args)
-    assert r.ok, r.error.to_dict()
-    return r.output
 
 
 def order_with_status(ep: Episode, status: str, extra: str = "", params: tuple[Any, ...] = ()) -> str:
@@ -603,11 +578,7 @@ def test_R1_cancel_refunds_each_method_what_it_holds_after_a_payment_change(ep):
 
 
 def test_every_policy_rule_is_tested():
-    policy = (Path(__file__).parents[1] / "src/toolworld/worlds/retail/policy.md").read_text()
-    rules = set(re.findall(r"\*\*(R\d+) ", policy))
-    assert len(rules) >= 12
-    tested = {name.split("_")[1] for name in globals() if re.match(r"test_R\d+_", name)}
-    assert rules <= tested, f"rules without a test: {sorted(rules - tested)}"
+    assert_every_rule_tested("retail", globals(), minimum=12)
 
 
 def test_error_messages_are_json_observations(ep):

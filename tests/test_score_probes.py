@@ -175,6 +175,16 @@ def test_non_refusals_and_refusals_without_a_reason_are_not(rule_reason, text):
     assert not states_refusal(text, reason, rule)
 
 
+def test_a_refusal_citing_other_rules_is_not_a_citation():
+    """Naming every rule (or the wrong one) would otherwise pass every refusal: an optimizer's shotgun."""
+    rule, reason = R1
+    assert states_refusal("I cannot cancel it: policy R1 allows only pending orders.", reason, rule)
+    assert not states_refusal("I cannot do that because of policy R1, R2, R3, R4, R5, R6, R7 or R13.", reason, rule)
+    assert not states_refusal("Unfortunately policy R13 does not allow it.", reason, rule)
+    # a rule the reason itself names counts as the reason's own
+    assert states_refusal("I cannot: R1 applies, and R2 says refunds wait.", reason + " (see policy R2)", rule)
+
+
 def test_refusal_and_reason_must_be_in_one_reply(world):
     """A vague "unfortunately" early and the status mentioned later do not add up to a refusal."""
     task = make_task("refusal")

@@ -265,3 +265,12 @@ def test_builder_drops_a_draw_whose_gold_no_longer_replays() -> None:
 
     with pytest.raises(Drop, match="replay_error"):
         builder.finish(draft, 5)
+
+
+def test_a_task_file_never_repeats_an_id(monkeypatch):
+    """Ids hash the request and the end state, not the user; should two drawn tasks still share one, the later is
+    dropped as a duplicate, since runs, resumes and reports key trials by task id."""
+    monkeypatch.setattr(Task, "content_id", staticmethod(lambda world, seed, text, changes: f"t_{len(text) % 3}"))
+    report = generate("retail", 6, seed=0, max_draws=40)
+    assert len(report.ids) == len(set(report.ids)) <= 3
+    assert report.drops["duplicate"] > 0

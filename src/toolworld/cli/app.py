@@ -154,6 +154,7 @@ def tour(
 
 def _register_command_groups() -> None:
     """Each command group is one module of this package; it adds its commands here."""
+    from . import check as cli_check
     from . import models as cli_models
     from . import run as cli_run
     from . import serve as cli_serve
@@ -162,7 +163,7 @@ def _register_command_groups() -> None:
     from . import tokens as cli_tokens
     from . import train as cli_train
 
-    for module in (tasks_cli, cli_run, store_cli, cli_tokens, cli_models, cli_serve, cli_train):
+    for module in (tasks_cli, cli_run, store_cli, cli_tokens, cli_models, cli_serve, cli_train, cli_check):
         module.register(app)
 
 

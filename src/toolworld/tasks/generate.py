@@ -396,6 +396,9 @@ def generate(world: World | str, n: int, *, seed: int = 0, sampler: str | dict[s
         get_world(world.name)  # workers look the world up by name: fail here, clearly, if they cannot
     report = GenerateReport()
     seen: set[str] = set()
+    # Ids hash the request and the end state, not the user: two users asking the same question with nothing to
+    # change would share one, and a task file is keyed by id (runs, resumes, reports), so the later one goes.
+    seen_ids: set[str] = set()
     limit = max_draws if max_draws is not None else n * 4 + 200
     builder = TaskBuilder(world, seed) if workers <= 1 else None
     # The parent only dedupes and collects lines: with workers, any parsing here would compete with them.
@@ -407,10 +410,11 @@ def generate(world: World | str, n: int, *, seed: int = 0, sampler: str | dict[s
             report.drops[item] += 1
             continue
         key, task_id, line = item
-        if key in seen:
+        if key in seen or task_id in seen_ids:
             report.drops["duplicate"] += 1
             continue
         seen.add(key)
+        seen_ids.add(task_id)
         report.ids.append(task_id)
         report.lines.append(line)
         if on_progress is not None:

@@ -16,7 +16,10 @@ from .world import World
 ENTRY_POINT_GROUP = "toolworld.worlds"
 #: Built-in worlds by name -> "module:attribute"; also declared as entry points, listed here so that a
 #: source checkout on ``PYTHONPATH`` (no installed metadata) still finds them.
-BUILTIN: dict[str, str] = {"retail": "toolworld.worlds.retail:world"}
+BUILTIN: dict[str, str] = {"retail": "toolworld.worlds.retail:world", "crm": "toolworld.worlds.crm:world",
+                           "helpdesk": "toolworld.worlds.helpdesk:world",
+                           "projects": "toolworld.worlds.projects:world",
+                           "hr": "toolworld.worlds.hr:world"}
 
 
 def _as_world(obj: Any, name: str) -> World:

@@ -8,6 +8,7 @@ reach Python through it.
 from __future__ import annotations
 
 import ast
+import math
 import operator
 from typing import Annotated, Any
 
@@ -49,4 +50,6 @@ def calculate(expression: Annotated[str, Field(max_length=200)]) -> float:
             "invalid_arguments",
             f"{expression!r} is not an arithmetic expression; use numbers, + - * / and parentheses only.",
         ) from None
+    if not math.isfinite(value):  # inf is no amount, and a JSON result cannot carry it
+        raise ToolError("invalid_arguments", f"{expression!r} overflows; check the numbers you put in it.")
     return round(value, 2)
