@@ -11,28 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from rollout_kit import run
 from toolworld import pipeline
-from toolworld.env.user import ScriptedUser
-from toolworld.rollout.backends import make_policy
-from toolworld.rollout.loop import run_many
-from toolworld.scoring import Score, score_trajectory
 from toolworld.tasks import Task
 from toolworld.tasks.generate import generate
 from toolworld.tasks.model import Action
 from toolworld.tasks.verify import verify_task
-from toolworld.world import World, get_world
+from toolworld.world import get_world
 from toolworld.worlds.crm.synthesis import ids_come_from_the_conversation
+from world_kit import probe_scores
 
 CRM = get_world("crm")
 N = 30
 
-
-def probe_scores(world: World, tasks: list[Task], spec: str) -> list[Score]:
-    """Scores of the probe policy ``spec`` (noop, gibberish) on ``tasks``, with the scripted user."""
-    by_id = {t.id: t for t in tasks}
-    trajectories = run(run_many(world, tasks, make_policy(spec), trials=1, concurrency=8, user=ScriptedUser()))
-    return [score_trajectory(by_id[t.task_id], t, world=world) for t in trajectories]
 
 
 @pytest.fixture(scope="module")

@@ -7,21 +7,16 @@ import json
 import re
 import statistics
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from rollout_kit import run
 from toolworld import get_world
 from toolworld.cli import app
-from toolworld.env.user import ScriptedUser
-from toolworld.rollout.backends import make_policy
-from toolworld.rollout.loop import run_many
-from toolworld.scoring import score_trajectory
 from toolworld.tasks import Task
 from toolworld.tasks.generate import generate
 from toolworld.tasks.verify import verify_task
+from world_kit import probe_scores
 
 HELPDESK = get_world("helpdesk")
 runner = CliRunner()
@@ -66,11 +61,6 @@ def test_gold_solves_every_task(tasks: list[Task], tmp_path: Path) -> None:
 # -- probes: no free pass ------------------------------------------------------------------------------------------
 
 
-def _scores(tasks: list[Task], spec: str) -> list[Any]:
-    by_id = {t.id: t for t in tasks}
-    trajectories = run(run_many(HELPDESK, tasks, make_policy(spec), trials=1, concurrency=8, user=ScriptedUser()))
-    return [score_trajectory(by_id[t.task_id], t, world=HELPDESK) for t in trajectories]
-
 
 @pytest.fixture(scope="module")
 def mixed() -> list[Task]:
@@ -82,7 +72,7 @@ def mixed() -> list[Task]:
 
 @pytest.mark.parametrize("spec", ["noop", "gibberish"])
 def test_doing_nothing_or_babbling_earns_nothing(mixed: list[Task], spec: str) -> None:
-    scores = _scores(mixed, spec)
+    scores = probe_scores(HELPDESK, mixed, spec)
     kinds = {t.id: t.kind for t in mixed}
     assert not any(s.success for s in scores)
     assert max(s.reward for s in scores) <= 0.34 and statistics.mean(s.reward for s in scores) <= 0.05
@@ -92,7 +82,7 @@ def test_doing_nothing_or_babbling_earns_nothing(mixed: list[Task], spec: str) -
 def test_the_literal_probe_passes_only_plain_commands(mixed: list[Task]) -> None:
     """Taking the user at their word solves a one-step command (or relays the tool's own refusal of one); it never
     answers a question, and fails most of the set."""
-    scores = _scores(mixed, "literal")
+    scores = probe_scores(HELPDESK, mixed, "literal")
     by_id = {t.id: t for t in mixed}
     passed = [by_id[s.task_id] for s in scores if s.success]
     assert len(passed) <= 0.35 * len(mixed), len(passed)

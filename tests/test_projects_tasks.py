@@ -15,24 +15,19 @@ from rollout_kit import run
 from toolworld import get_world
 from toolworld.cli import app
 from toolworld.env.user import ScriptedUser
-from toolworld.rollout.backends import GoldPolicy, make_policy
-from toolworld.rollout.loop import run_episode, run_many
+from toolworld.rollout.backends import GoldPolicy
+from toolworld.rollout.loop import run_episode
 from toolworld.scoring import Score, score_trajectory
 from toolworld.tasks import Task
 from toolworld.tasks.generate import generate
 from toolworld.tasks.model import Action
 from toolworld.tasks.verify import verify_task
 from toolworld.world import World
+from world_kit import probe_scores
 
 PROJECTS = get_world("projects")
 runner = CliRunner()
 
-
-def probe_scores(world: World, tasks: list[Task], spec: str) -> list[Score]:
-    """Scores of the probe policy ``spec`` (noop, gibberish) on ``tasks``, with the scripted user."""
-    by_id = {t.id: t for t in tasks}
-    trajectories = run(run_many(world, tasks, make_policy(spec), trials=1, concurrency=8, user=ScriptedUser()))
-    return [score_trajectory(by_id[t.task_id], t, world=world) for t in trajectories]
 
 
 def scripted_score(world: World, task: Task, actions: list[Action]) -> Score:

@@ -52,3 +52,17 @@ def assert_every_rule_tested(world: str, test_names: Iterable[str], minimum: int
     assert len(rules) >= minimum, f"{world}: only {len(rules)} numbered rules"
     tested = {m.group(1) for name in test_names if (m := re.match(r"test_(R\d+)_", name))}
     assert rules <= tested, f"{world}: rules without a test: {sorted(rules - tested, key=lambda r: int(r[1:]))}"
+
+
+def probe_scores(world: Any, tasks: list[Any], spec: str) -> list[Any]:
+    """Scores of the policy ``spec`` (a probe such as noop, gibberish or literal) on ``tasks``, one trial each,
+    with the scripted user: what the no-free-pass tests of every world assert on."""
+    from rollout_kit import run
+    from toolworld.env.user import ScriptedUser
+    from toolworld.rollout.backends import make_policy
+    from toolworld.rollout.loop import run_many
+    from toolworld.scoring import score_trajectory
+
+    by_id = {t.id: t for t in tasks}
+    trajectories = run(run_many(world, tasks, make_policy(spec), trials=1, concurrency=8, user=ScriptedUser()))
+    return [score_trajectory(by_id[t.task_id], t, world=world) for t in trajectories]
