@@ -17,7 +17,7 @@ from toolworld.tasks.generate import generate
 from toolworld.tasks.model import Action
 from toolworld.tasks.verify import verify_task
 from toolworld.world import get_world
-from toolworld.worlds.crm.synthesis import ids_come_from_the_conversation
+from toolworld.worlds.crm.kit import ids_come_from_the_conversation
 from world_kit import probe_scores
 
 CRM = get_world("crm")

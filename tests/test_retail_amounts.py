@@ -18,7 +18,7 @@ from toolworld import get_world
 from toolworld.tasks.generate import generate
 from toolworld.tasks.model import Task
 from toolworld.world import Episode
-from toolworld.worlds.retail.synthesis import kit
+from toolworld.worlds.retail.kit import kit
 
 WORLD = get_world("retail")
 KIT = kit(WORLD)

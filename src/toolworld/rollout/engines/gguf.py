@@ -137,7 +137,7 @@ class GGUFEngine:
         gpu_layers: int | None = None,
         verify_tokenizer: bool = True,
         verbose: bool = False,
-        kv_cache: str = "f16",
+        kv_cache: Literal["f16", "f32"] = "f16",
     ) -> None:
         self.path = Path(path).expanduser()
         if kv_cache not in KV_CACHE_TYPES:

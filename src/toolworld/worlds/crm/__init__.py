@@ -56,7 +56,7 @@ world = World(
     ownership_rule="R10",
     clock=NOW,
     tour=tour,
-    synthesis="toolworld.worlds.crm.synthesis:kit",
+    synthesis="toolworld.worlds.crm.kit:kit",
 )
 
 __all__ = ["world"]

@@ -1,6 +1,6 @@
 """How sales reps and managers speak to the CRM assistant: request templates per tool, identities, openers.
 
-Slots are filled by ``CrmKit.slots`` (``synthesis.py``): ``{opp}`` is a deal's name as the CRM shows it,
+Slots are filled by ``CrmKit.slots`` (``kit.py``): ``{opp}`` is a deal's name as the CRM shows it,
 ``{contact}`` and ``{lead}`` a person with their e-mail, ``{quote_id}`` a quote number, ``{rep}`` a colleague.
 """
 

@@ -54,7 +54,7 @@ world = World(
     ownership_rule="R6",
     clock=NOW,
     tour=tour,
-    synthesis="toolworld.worlds.helpdesk.synthesis:kit",
+    synthesis="toolworld.worlds.helpdesk.kit:kit",
 )
 
 __all__ = ["world"]

@@ -54,7 +54,7 @@ world = World(
     ownership_rule="R11",
     clock=NOW,
     tour=tour,
-    synthesis="toolworld.worlds.hr.synthesis:kit",
+    synthesis="toolworld.worlds.hr.kit:kit",
 )
 
 __all__ = ["world"]

@@ -20,7 +20,7 @@ from .common import HOLIDAY_DATES, RELATIONSHIPS, TODAY
 from .phrases import UNKNOWN_EMAIL_LINES
 
 if TYPE_CHECKING:
-    from .synthesis import HrKit
+    from .kit import HrKit
 
 P_NEED = 0.6
 P_REVISION = 0.3

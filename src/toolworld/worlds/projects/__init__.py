@@ -51,7 +51,7 @@ world = World(
     ownership_rule="R12",
     clock=NOW,
     tour=tour,
-    synthesis="toolworld.worlds.projects.synthesis:kit",
+    synthesis="toolworld.worlds.projects.kit:kit",
 )
 
 __all__ = ["world"]

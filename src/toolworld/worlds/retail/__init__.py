@@ -59,7 +59,7 @@ world = World(
     ownership_rule="R13",
     clock=NOW,
     tour=tour,
-    synthesis="toolworld.worlds.retail.synthesis:kit",
+    synthesis="toolworld.worlds.retail.kit:kit",
 )
 
 __all__ = ["world"]

@@ -5,7 +5,7 @@ which requests make sense at all: nobody complains about a late delivery of an o
 asks to pay with the card the order is already charged to. The task generator drops drafts that break a rule
 and ``toolworld tasks stats`` counts the tasks that do, with the same functions.
 
-Wiring in ``RetailKit`` (``synthesis.py``)::
+Wiring in ``RetailKit`` (``kit.py``)::
 
     handoff_tools = ("transfer_to_human_agent",)
 

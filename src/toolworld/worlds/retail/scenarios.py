@@ -21,7 +21,7 @@ from . import vocab
 from .common import CANCEL_REASONS, CARD_KINDS
 
 if TYPE_CHECKING:
-    from .synthesis import RetailKit
+    from .kit import RetailKit
 
 # How often each scenario is used where it applies (tuned on the default mix: see docs/benchmarks.md).
 P_UNKNOWN_ORDER = 0.85
