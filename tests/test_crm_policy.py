@@ -63,6 +63,19 @@ def test_R1_new_lead_with_a_contact_email_is_refused(ep):
             "WHERE c.email NOT IN (SELECT LOWER(email) FROM leads) ORDER BY c.contact_id")
     me = login(ep, one(ep, "SELECT user_id FROM users WHERE role = 'rep' AND active = 1 ORDER BY user_id")["user_id"])
     msg = violation(ep, "create_lead", {"user_id": me, "first_name": c["first_name"], "last_name": c["last_name"],
+                                        "email": f" {c['email'].upper()}  ", "company": c["name"],
+                                        "state": c["state"], "source": "event"}, "R1")  # fmt: skip
+    assert c["contact_id"] in msg
+
+
+def test_R1_a_contact_stored_with_stray_spaces_still_counts_as_a_duplicate(ep):
+    """Stored addresses are trimmed for the comparison too, not only the one the agent sends."""
+    c = one(ep, "SELECT c.*, a.name, a.state FROM contacts c JOIN accounts a USING (account_id) "
+            "WHERE c.email NOT IN (SELECT LOWER(email) FROM leads) ORDER BY c.contact_id")
+    # No tool stores such an address (they all trim), so the mess is put in directly, as an import would.
+    ep._db.execute("UPDATE contacts SET email = ? WHERE contact_id = ?", (f"  {c['email'].title()} ", c["contact_id"]))
+    me = login(ep, one(ep, "SELECT user_id FROM users WHERE role = 'rep' AND active = 1 ORDER BY user_id")["user_id"])
+    msg = violation(ep, "create_lead", {"user_id": me, "first_name": c["first_name"], "last_name": c["last_name"],
                                         "email": c["email"], "company": c["name"], "state": c["state"],
                                         "source": "event"}, "R1")  # fmt: skip
     assert c["contact_id"] in msg

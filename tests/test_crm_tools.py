@@ -91,3 +91,20 @@ def test_tour_writes_refuses_and_forks(ep):
     results = [ep.call(s.call.name, dict(s.call.arguments)) for s in steps if s.call is not None]
     assert any(not r.ok and r.error.type == "policy_violation" for r in results)
     assert any(r.ok and r.mutates for r in results)
+
+
+def test_create_lead_trims_text_and_stores_a_blank_title_as_none(ep):
+    rep = one(ep, "SELECT user_id, email FROM users WHERE role = 'rep' AND active = 1 ORDER BY user_id")
+    assert ep.call("find_user_by_email", {"email": rep["email"]}).ok
+    r = ep.call("create_lead", {"user_id": rep["user_id"], "first_name": " Ines ", "last_name": "Okafor ",
+                                "email": " Ines.Okafor@Example.org ", "company": " Larkspur Analytics ", "state": "tx",
+                                "source": "web", "title": "   "})  # fmt: skip
+    assert r.ok, r.error.to_dict()
+    row = one(ep, "SELECT first_name, last_name, email, company, title, state FROM leads WHERE lead_id = ?",
+              (r.output["lead_id"],))  # fmt: skip
+    assert row == {"first_name": "Ines", "last_name": "Okafor", "email": "ines.okafor@example.org",
+                   "company": "Larkspur Analytics", "title": None, "state": "TX"}  # fmt: skip
+    r = ep.call("create_lead", {"user_id": rep["user_id"], "first_name": "  ", "last_name": "Okafor",
+                                "email": "someone.else@example.org", "company": "Larkspur", "state": "TX",
+                                "source": "web"})  # fmt: skip
+    assert not r.ok and r.error.type == "invalid_arguments" and "first_name" in r.error.message

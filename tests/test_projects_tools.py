@@ -105,3 +105,16 @@ def test_link_duplicate_moves_watchers_to_the_original(ep):
     again = ep.call("link_duplicate", {"user_id": lead(ep, pair["project_key"]), "issue_key": pair["dup"],
                                        "original_key": pair["original"]})  # fmt: skip
     assert again.error.type == "conflict"
+
+
+def test_update_issue_refuses_a_blank_summary_instead_of_ignoring_it(ep):
+    me = lead(ep, "DATA")
+    issue = one(ep, "SELECT issue_key, priority, summary FROM issues WHERE project_key = 'DATA' AND sprint_id IS NULL "
+                    "ORDER BY number")  # fmt: skip
+    other = "low" if issue["priority"] != "low" else "high"
+    before = ep.state_hash()
+    r = ep.call("update_issue", {"user_id": me, "issue_key": issue["issue_key"], "priority": other, "summary": "  "})
+    assert not r.ok and r.error.type == "invalid_arguments" and "leave it out" in r.error.message
+    assert ep.state_hash() == before
+    out = ok(ep, "update_issue", {"user_id": me, "issue_key": issue["issue_key"], "summary": " Export is slow "})
+    assert out["summary"] == "Export is slow"

@@ -3,18 +3,24 @@ people and places that stay fictional and consistent, fresh ids, the ``calculate
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import date
+from types import SimpleNamespace
 
 import pytest
 
-from toolworld.world import Rng, ToolError
+from toolworld.tasks.model import UserProfile
+from toolworld.tasks.sampling import Draft, Step, Target
+from toolworld.world import Ctx, Rng, ToolError
 from toolworld.worlds.shared.arith import calculate
 from toolworld.worlds.shared.clock import add_business_days, after, before, business_days_between
 from toolworld.worlds.shared.companies import company_domain, company_name, work_email
 from toolworld.worlds.shared.draw import digits, fresh, pct, slug
+from toolworld.worlds.shared.kitparts import add_need
 from toolworld.worlds.shared.money import cents, dollars, percent_of
-from toolworld.worlds.shared.people import AREA_CODES, email, full_name, phone
+from toolworld.worlds.shared.people import AREA_CODES, display_name, email, full_name, phone
 from toolworld.worlds.shared.places import CITIES, US_STATES, street
+from toolworld.worlds.shared.records import next_id, required_text
 
 FRIDAY = date(2026, 3, 6)
 HOLIDAY = frozenset({date(2026, 3, 9)})  # the Monday after
@@ -89,3 +95,39 @@ def test_draws_are_integer_chances_and_fresh_ids_never_repeat():
     ids = [fresh(rng, used, lambda r: digits(r, 2)) for _ in range(60)]
     assert len(set(ids)) == 60 and all(len(i) == 2 and i[0] != "0" for i in ids)
     assert slug("O'Brien-Smith 2") == "obriensmith2"
+
+
+def test_next_id_is_one_above_the_largest_numeric_suffix_not_the_latest_or_the_count():
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (id TEXT)")
+    ctx = Ctx(db, SimpleNamespace(clock="2026-03-06T09:00:00Z"))  # type: ignore[arg-type]
+    assert next_id(ctx, "t", "id", "LR-") == "LR-1"  # an empty series starts at 1
+    db.executemany("INSERT INTO t VALUES (?)", [("LR-9",), ("LR-1040",), ("LR-200",)])
+    assert next_id(ctx, "t", "id", "LR-") == "LR-1041"  # numeric, so LR-9 does not sort above LR-1040
+
+
+def test_required_text_trims_and_refuses_blank_with_what_to_send():
+    assert required_text("  Still broken.\n", "body", "the message") == "Still broken."
+    with pytest.raises(ToolError) as err:
+        required_text(" \t\n", "body", "the customer's message")
+    assert err.value.kind == "invalid_arguments"
+    assert err.value.message == "body is blank; send the customer's message."
+
+
+def test_display_name_is_first_then_last():
+    assert display_name({"first_name": "Ines", "last_name": "Okafor", "email": "x@example.org"}) == "Ines Okafor"
+
+
+def test_add_need_speaks_of_the_value_and_adds_each_read_once():
+    step = Step("find_user_by_email", {"email": "ines@example.org"}, "identify")
+    target = Target("send_quote", {"contact_id": "CON-7"})
+    profile = UserProfile(name="Ines Okafor", persona="A rep.", known={})
+    draft = Draft(kind="action", sampler="single", principal="U-1", profile=profile, identity=step, steps=[],
+                  targets=[target], reads=[("get_quote", {"quote_id": "Q-3"})])  # fmt: skip
+    add_need(draft, target, "contact", "the deal's primary contact", "CON-7", ("get_quote", {"quote_id": "Q-3"}),
+             ("get_opportunity", {"opportunity_id": "OPP-2"}))  # fmt: skip
+    assert target.slots == {"contact": "the deal's primary contact"}
+    assert [(n.slot, n.phrase, n.value) for n in draft.needs] == [("contact", "the deal's primary contact", "CON-7")]
+    assert draft.reads == [("get_quote", {"quote_id": "Q-3"}), ("get_opportunity", {"opportunity_id": "OPP-2"})]
+    assert draft.demands == ["need"]
+

@@ -38,7 +38,8 @@ TERRITORIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 
 
 def norm_email(value: str) -> str:
-    """The form in which two e-mail addresses are the same person's (policy R1): trimmed, lower case."""
+    """The form in which two e-mail addresses are the same person's (policy R1): surrounding spaces trimmed and
+    lower case. Stored addresses are compared as ``LOWER(TRIM(email))`` so both sides go through the same steps."""
     return value.strip().lower()
 
 

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from toolworld.core.errors import ToolworldError
 from toolworld.tasks.kit import Bag, TaskKit
-from toolworld.tasks.model import ExpectedOutput, Need, Task, UserProfile
+from toolworld.tasks.model import ExpectedOutput, Task, UserProfile
 from toolworld.tasks.sampling import Draft, Plan, Target
 from toolworld.world import Episode, Rng, World
 from toolworld.worlds.shared.companies import company_domain, company_name, work_email
-from toolworld.worlds.shared.people import FIRST_NAMES, LAST_NAMES
+from toolworld.worlds.shared.kitparts import add_need
+from toolworld.worlds.shared.people import FIRST_NAMES, LAST_NAMES, display_name
 
 from .common import CLOSED_STAGES, DISCOUNT_LIMITS, LEAD_SOURCES, LOSS_REASONS, OPEN_STAGES, TERRITORIES
 from .phrases import (
@@ -71,7 +72,7 @@ class CrmKit(TaskKit):
             "SELECT q.quote_id FROM quotes q JOIN opportunities o ON o.opportunity_id = q.opportunity_id "
             "JOIN users w ON w.user_id = o.owner_id WHERE o.owner_id = ? OR w.manager_id = ? ORDER BY q.quote_id",
             (principal_id, principal_id))]  # fmt: skip
-        name = f"{u['first_name']} {u['last_name']}"
+        name = display_name(u)
         self._drafts[u["email"]] = [r["quote_id"] for r in self._open_drafts(ep, principal_id)]
         # A conversation starts on the seed state: its highest contact number marks the contacts the rep can name.
         self._seed_contacts.setdefault(ep.seed, int(ep.query(
@@ -374,20 +375,20 @@ class CrmKit(TaskKit):
                 people = self._contacts(ep, self._opp_row(ep, args["opportunity_id"])["account_id"])
                 title = next((c["title"] for c in people if c["contact_id"] == args["contact_id"]), None)
                 if title and sum(c["title"] == title for c in people) == 1:
-                    self._need(draft, target, "contact", rng.choice((f"their {title}", f"the {title} there")),
-                               args["contact_id"], [("list_opportunities", {"user_id": user}),
-                                                    ("get_opportunity", {"opportunity_id": args["opportunity_id"]})])
+                    add_need(draft, target, "contact", rng.choice((f"their {title}", f"the {title} there")),
+                             args["contact_id"], ("list_opportunities", {"user_id": user}),
+                             ("get_opportunity", {"opportunity_id": args["opportunity_id"]}))
             elif tool == "send_quote" and rng.chance(P_NEED):
                 opp = self._quote_opp(ep, args["quote_id"])
                 if opp["contact_id"] == args["contact_id"]:
-                    self._need(draft, target, "contact", rng.choice(("the deal's primary contact",
-                                                                     "the primary contact on the deal")),
-                               args["contact_id"], [("get_quote", {"quote_id": args["quote_id"]}),
-                                                    ("get_opportunity", {"opportunity_id": opp["opportunity_id"]})])
+                    add_need(draft, target, "contact", rng.choice(("the deal's primary contact",
+                                                                   "the primary contact on the deal")),
+                             args["contact_id"], ("get_quote", {"quote_id": args["quote_id"]}),
+                             ("get_opportunity", {"opportunity_id": opp["opportunity_id"]}))
             elif tool == "update_opportunity_stage" and args["stage"] != "closed_lost" and rng.chance(P_NEED):
-                self._need(draft, target, "stage", "the next stage", args["stage"],
-                           [("list_opportunities", {"user_id": user}),
-                            ("get_opportunity", {"opportunity_id": args["opportunity_id"]})])
+                add_need(draft, target, "stage", "the next stage", args["stage"],
+                         ("list_opportunities", {"user_id": user}),
+                         ("get_opportunity", {"opportunity_id": args["opportunity_id"]}))
             if args.get("quote_id") and tool != "escalate_to_sales_ops" and rng.chance(P_UNKNOWN_QUOTE):
                 self._unknown_quote(draft, target, ep, user, rng)
 
@@ -459,15 +460,6 @@ class CrmKit(TaskKit):
         draft.profile.unknown.setdefault("quote_id", rng.choice(UNKNOWN_QUOTE_LINES))
         draft.demand("unknown_fact")
 
-    def _need(self, draft: Draft, target: Target, slot: str, said: str, value: Any,
-              reads: list[tuple[str, dict[str, Any]]]) -> None:  # fmt: skip
-        target.slots[slot] = said
-        draft.needs.append(Need(slot=slot, phrase=said, value=value))
-        for read in reads:
-            if read not in draft.reads:
-                draft.reads.append(read)
-        draft.demand("need")
-
     def _opp_row(self, ep: Episode, opportunity_id: str) -> dict[str, Any]:
         return ep.query("SELECT * FROM opportunities WHERE opportunity_id = ?", (opportunity_id,))[0]
 
@@ -521,7 +513,7 @@ class CrmKit(TaskKit):
         if tool == "log_activity":
             out["kind"], out["subject"] = str(args["kind"]), str(args["subject"])
         if tool == "create_lead":
-            out["person"] = f"{args['first_name']} {args['last_name']}"
+            out["person"] = display_name(args)
             out.update(email=str(args["email"]), company=str(args["company"]), state=str(args["state"]),
                        source=str(args["source"]))  # fmt: skip
             title = args.get("title")
@@ -558,7 +550,7 @@ class CrmKit(TaskKit):
     def person(self, ep: Episode, table: str, key: str, value: Any) -> str:
         """A lead or contact as a rep names them: the name and the e-mail (duplicates differ only by the e-mail)."""
         row = ep.query(f"SELECT first_name, last_name, email FROM {table} WHERE {key} = ?", (value,))[0]
-        return f"{row['first_name']} {row['last_name']} ({row['email']})"
+        return f"{display_name(row)} ({row['email']})"
 
     def _one(self, ep: Episode, sql: str, value: Any) -> str:
         rows = ep.query(sql, (value,))

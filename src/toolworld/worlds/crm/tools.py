@@ -14,6 +14,8 @@ from pydantic import Field
 
 from toolworld.world import Ctx, Entity, ToolError, tool
 from toolworld.worlds.shared.arith import calculate
+from toolworld.worlds.shared.people import display_name as _name
+from toolworld.worlds.shared.records import next_id
 
 from .common import (
     CLOSED_STAGES,
@@ -53,9 +55,6 @@ def _user(ctx: Ctx, user_id: str) -> dict[str, Any]:
     assert row is not None  # existence is checked by Episode.call before the tool runs
     return row
 
-
-def _name(row: dict[str, Any]) -> str:
-    return f"{row['first_name']} {row['last_name']}"
 
 
 def _territory_of_state(ctx: Ctx, state: str) -> str:
@@ -202,10 +201,6 @@ def _own_lead(ctx: Ctx, user_id: str, lead_id: str) -> dict[str, Any]:
         )
     return lead
 
-
-def _next_id(ctx: Ctx, table: str, column: str, prefix: str) -> str:
-    top = ctx.value(f"SELECT MAX(CAST(SUBSTR({column}, {len(prefix) + 1}) AS INTEGER)) FROM {table}")
-    return f"{prefix}{int(top or 0) + 1}"
 
 
 # -- read tools ---------------------------------------------------------------------------------------------------
@@ -428,18 +423,20 @@ def create_lead(
             f"{email} is already lead {dup['lead_id']} ({dup['status']}); duplicate leads are not created (policy "
             "R1). Work that lead instead, or merge duplicates with merge_leads.",
         )
-    contact = ctx.one("SELECT contact_id, account_id FROM contacts WHERE LOWER(email) = ?", (key,))
+    contact = ctx.one("SELECT contact_id, account_id FROM contacts WHERE LOWER(TRIM(email)) = ?", (key,))
     if contact is not None:
         raise ToolError(
             "policy_violation",
             f"{email} is already contact {contact['contact_id']} of account {contact['account_id']}; a known contact "
             "is not entered again as a lead (policy R1). Log activity on the contact instead.",
         )
-    lead_id = _next_id(ctx, "leads", "lead_id", "LEAD-")
+    lead_id = next_id(ctx, "leads", "lead_id", "LEAD-")
     ctx.execute(
         "INSERT INTO leads (lead_id, first_name, last_name, email, company, title, state, source, status, owner_id, "
         "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'new', ?, ?)",
-        (lead_id, first_name.strip(), last_name.strip(), key, company.strip(), title, st, source, user_id, ctx.now),
+        # A title of only spaces is no title: stored as NULL like a lead entered without one.
+        (lead_id, first_name.strip(), last_name.strip(), key, company.strip(), (title or "").strip() or None, st,
+         source, user_id, ctx.now),
     )
     return _lead_view(_lead(ctx, lead_id))
 
@@ -515,7 +512,7 @@ def convert_lead(ctx: Ctx, user_id: UserId, lead_id: LeadId, account_id: Account
         )
     created = False
     if account_id is None:
-        account_id = _next_id(ctx, "accounts", "account_id", "ACC-")
+        account_id = next_id(ctx, "accounts", "account_id", "ACC-")
         domain = lead["email"].split("@", 1)[1].lower()
         ctx.execute(
             "INSERT INTO accounts (account_id, name, industry, size, city, state, domain, owner_id, created_at) "
@@ -524,11 +521,12 @@ def convert_lead(ctx: Ctx, user_id: UserId, lead_id: LeadId, account_id: Account
         )
         created = True
     email = norm_email(lead["email"])
-    contact = ctx.one("SELECT contact_id FROM contacts WHERE account_id = ? AND LOWER(email) = ?", (account_id, email))
+    contact = ctx.one("SELECT contact_id FROM contacts WHERE account_id = ? AND LOWER(TRIM(email)) = ?",
+                      (account_id, email))  # fmt: skip
     if contact is not None:
         contact_id = contact["contact_id"]
     else:
-        contact_id = _next_id(ctx, "contacts", "contact_id", "CON-")
+        contact_id = next_id(ctx, "contacts", "contact_id", "CON-")
         ctx.execute(
             "INSERT INTO contacts (contact_id, account_id, first_name, last_name, title, email, phone, do_not_contact) "
             "VALUES (?, ?, ?, ?, ?, ?, NULL, 0)",
@@ -615,7 +613,7 @@ def create_quote(ctx: Ctx, user_id: UserId, opportunity_id: OpportunityId) -> di
     opp = _opp(ctx, opportunity_id)
     _may_change_opportunity(ctx, user_id, opp, "quote it")
     _require_open(opp, "it cannot get new quotes")
-    quote_id = _next_id(ctx, "quotes", "quote_id", "Q-")
+    quote_id = next_id(ctx, "quotes", "quote_id", "Q-")
     ctx.execute(
         "INSERT INTO quotes (quote_id, opportunity_id, status, created_at, expires_at) VALUES (?, ?, 'draft', ?, ?)",
         (quote_id, opportunity_id, ctx.now, after(ctx.now, QUOTE_VALID_DAYS * DAY)),

@@ -34,7 +34,7 @@ OPEN_STATUSES = ("new", "open", "pending", "on_hold")
 REOPEN_DAYS = 14
 #: Solved tickets close automatically this many days after solving.
 AUTO_CLOSE_DAYS = 20
-#: Credits above this need a manager's approval (policy R5).
+#: Credits above this need a manager's approval, given only through a human agent (policy R5).
 CREDIT_APPROVAL_CENTS = 50_000
 CREDIT_REASONS = ("service outage", "billing error", "unused seats", "goodwill")
 OUTAGE_TAG = "outage"

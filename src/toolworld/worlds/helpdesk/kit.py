@@ -76,9 +76,9 @@ class HelpdeskKit(TaskKit):
     principal = "contact"
     intents = INTENTS
     info_tools = ("get_ticket", "get_invoice", "get_organization")
-    # Free text the agent writes from the conversation: its own words are as good as the gold's.
-    ignore_columns = ("tickets.subject", "tickets.description", "ticket_comments.body", "handoffs.summary",
-                      "handoffs.contact_id", "handoffs.ticket_id")  # fmt: skip
+    # Free text the agent writes from the conversation: its own words are as good as the gold's. Who a hand-off
+    # is for (contact_id, ticket_id) is compared: a hand-off for the wrong customer or ticket is a wrong hand-off.
+    ignore_columns = ("tickets.subject", "tickets.description", "ticket_comments.body", "handoffs.summary")
     known_entity_keys = {"ticket_ids": "ticket", "invoice_ids": "invoice"}  # noqa: RUF012
     handoff_tools = ("transfer_to_human_agent",)
 

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from toolworld.world import Ctx, Entity, ToolError, tool
 from toolworld.worlds.shared.arith import calculate
+from toolworld.worlds.shared.records import required_text
 
 from .common import (
     CREDIT_APPROVAL_CENTS,
@@ -35,7 +36,6 @@ OrgId = Annotated[str, Entity("org"), Field(description="The organisation's id, 
 TicketId = Annotated[int, Entity("ticket"), Field(description="The ticket number, e.g. 40213.")]
 InvoiceId = Annotated[str, Entity("invoice"), Field(description="The invoice id as printed, e.g. 'INV-2026-004211'.")]
 ArticleId = Annotated[str, Entity("article"), Field(description="The knowledge-base article id, e.g. 'KB-1042'.")]
-AgentId = Annotated[str, Entity("agent"), Field(description="A support agent's id, e.g. 'AG-314'.")]
 ProductArea = Literal["billing", "sso", "api", "integrations", "reporting", "data-import", "mobile-app",
                       "notifications", "permissions", "performance"]  # fmt: skip
 Priority = Literal["low", "normal", "high", "urgent"]
@@ -369,6 +369,8 @@ def create_ticket(
 
     For a problem that comes back after its ticket was closed, use create_follow_up_ticket instead.
     """
+    subject = required_text(subject, "subject", "a one-line summary of the problem, e.g. 'CSV import fails'")
+    description = required_text(description, "description", "the problem in the customer's words")
     actor = _actor(ctx, contact_id, "open tickets")
     if actor["plan_status"] == "expired" and product_area != "billing":
         raise ToolError(
@@ -396,6 +398,7 @@ def create_follow_up_ticket(
 ) -> dict[str, Any]:
     """Open a follow-up of a closed ticket (or of a solved one past the reopen window): same subject, product
     area and priority, linked to the original."""
+    description = required_text(description, "description", "what happened since, in the customer's words")
     actor = _actor(ctx, contact_id, "open tickets")
     t = _own_ticket(ctx, actor, ticket_id)
     reopenable = t["status"] == "solved" and _days_since(t["solved_at"]) <= REOPEN_DAYS
@@ -430,6 +433,7 @@ def add_comment(
     body: Annotated[str, Field(min_length=1, description="The customer's message, as it should appear on the ticket.")],
 ) -> dict[str, Any]:
     """Add the customer's message to their ticket as a public comment; a pending ticket goes back to open."""
+    body = required_text(body, "body", "the customer's message as it should appear on the ticket")
     actor = _actor(ctx, contact_id, "comment on tickets")
     t = _own_ticket(ctx, actor, ticket_id)
     if t["status"] == "closed":
@@ -444,7 +448,7 @@ def add_comment(
             f"Ticket {ticket_id} is solved; a comment would not reach anyone (policy R3). Reopen it with "
             "reopen_ticket if the problem is back.",
         )
-    _comment(ctx, ticket_id, "contact", contact_id, True, body.strip())
+    _comment(ctx, ticket_id, "contact", contact_id, True, body)
     status = "open" if t["status"] == "pending" else t["status"]
     ctx.execute("UPDATE tickets SET status = ?, updated_at = ? WHERE ticket_id = ?", (status, ctx.now, ticket_id))
     return _ticket_view(ctx, ticket_id, comments=False)
@@ -476,6 +480,7 @@ def escalate_ticket(
 
     Allowed only when the ticket's first-response or resolution due time has passed unmet, or it is urgent.
     """
+    reason = required_text(reason, "reason", "why the customer wants it escalated, in one sentence")
     actor = _actor(ctx, contact_id, "escalate tickets")
     t = _own_ticket(ctx, actor, ticket_id)
     _require_open(t, "it can be escalated", "R2", "Use reopen_ticket first if the problem is back.")
@@ -492,7 +497,7 @@ def escalate_ticket(
                                     "to a human agent if they need more.")  # fmt: skip
     ctx.execute("UPDATE tickets SET tier = ?, assignee_id = NULL, status = 'open', updated_at = ? WHERE ticket_id = ?",
                 (t["tier"] + 1, ctx.now, ticket_id))  # fmt: skip
-    _comment(ctx, ticket_id, "system", None, False, f"Escalated to tier {t['tier'] + 1}: {reason.strip()}")
+    _comment(ctx, ticket_id, "system", None, False, f"Escalated to tier {t['tier'] + 1}: {reason}")
     return _ticket_view(ctx, ticket_id, comments=False)
 
 
@@ -504,6 +509,7 @@ def reopen_ticket(
     reason: Annotated[str, Field(min_length=1, description="Why the problem is back, in the customer's words.")],
 ) -> dict[str, Any]:
     """Reopen a solved ticket whose problem came back (within 14 days of solving; by its requester or an admin)."""
+    reason = required_text(reason, "reason", "why the problem is back, in the customer's words")
     actor = _actor(ctx, contact_id, "reopen tickets")
     t = _own_ticket(ctx, actor, ticket_id)
     if t["requester_id"] != contact_id and actor["role"] != "admin":
@@ -524,7 +530,7 @@ def reopen_ticket(
         )
     ctx.execute("UPDATE tickets SET status = 'open', solved_at = NULL, updated_at = ? WHERE ticket_id = ?",
                 (ctx.now, ticket_id))  # fmt: skip
-    _comment(ctx, ticket_id, "contact", contact_id, True, reason.strip())
+    _comment(ctx, ticket_id, "contact", contact_id, True, reason)
     return _ticket_view(ctx, ticket_id, comments=False)
 
 
@@ -595,11 +601,11 @@ def request_credit(
     invoice_id: InvoiceId,
     amount: Annotated[float, Field(gt=0, description="The credit in dollars, e.g. 120.5.")],
     reason: CreditReason,
-    approved_by: Annotated[AgentId | None, Field(description="A manager's agent id, for credits above $500.")] = None,
 ) -> dict[str, Any]:
-    """Issue a credit note against a paid invoice of the contact's organisation (admins and billing contacts only).
+    """Issue a credit note of up to $500 against a paid invoice of the contact's organisation (admins and billing
+    contacts only); all credits on an invoice together never exceed its amount.
 
-    Credits above $500 need a manager's approval; all credits on an invoice together never exceed its amount.
+    A larger credit needs a manager's approval, which only a human agent can get: transfer_to_human_agent.
     """
     actor = _actor(ctx, contact_id, "request credits")
     if actor["role"] not in ("admin", "billing"):
@@ -628,16 +634,17 @@ def request_credit(
             "smaller credit would do instead.",
         )
     if amount_cents > CREDIT_APPROVAL_CENTS:
-        manager = ctx.one("SELECT is_manager FROM agents WHERE agent_id = ?", (approved_by,)) if approved_by else None
-        if manager is None or not manager["is_manager"]:
-            raise ToolError(
-                "policy_violation",
-                f"A credit of ${dollars(amount_cents):.2f} is above $500 and needs a manager's approval (policy R5): "
-                "approved_by must be a manager's agent id. Transfer the customer to a human agent to get it approved.",
-            )
+        # The agent cannot approve: an approval it could name itself (an account manager's id from
+        # get_organization, say) would let it grant any credit. Managers approve with the human agent instead.
+        raise ToolError(
+            "policy_violation",
+            f"A credit of ${dollars(amount_cents):.2f} is above $500 and needs a manager's approval, which you cannot "
+            "give or record (policy R5). Transfer the customer with transfer_to_human_agent instead, naming the "
+            "contact and putting the invoice and amount in the summary.",
+        )
     cur = ctx.execute("INSERT INTO credits (org_id, invoice_id, amount_cents, reason, requested_by, approved_by, "
-                      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                      (actor["org_id"], invoice_id, amount_cents, reason, contact_id, approved_by, ctx.now))  # fmt: skip
+                      "created_at) VALUES (?, ?, ?, ?, ?, NULL, ?)",
+                      (actor["org_id"], invoice_id, amount_cents, reason, contact_id, ctx.now))  # fmt: skip
     return {"credit_id": cur.lastrowid, "invoice_id": invoice_id, "credited": dollars(amount_cents), "reason": reason,
             "invoice": _invoice_view(ctx, {**inv})}  # fmt: skip
 
@@ -652,7 +659,8 @@ def transfer_to_human_agent(
     """Hand the conversation to a human agent with a summary of the case.
 
     Use it only when the request cannot be handled with the other tools and the policy (for example a credit that
-    needs a manager's approval).
+    needs a manager's approval). Once the contact is identified, name them (contact_id), and the ticket only when
+    the case is about one of their tickets.
     """
     if not summary.strip():
         raise ToolError("policy_violation", "A transfer needs a summary of the customer's problem (policy R11); "

@@ -20,7 +20,7 @@ from toolworld.tasks.quality import CoherenceRule, writes_of
 from toolworld.tasks.sampling import Draft, Plan, Target
 from toolworld.world import Episode, Rng, World
 from toolworld.worlds.shared.clock import add_business_days
-from toolworld.worlds.shared.people import FIRST_NAMES
+from toolworld.worlds.shared.people import FIRST_NAMES, display_name
 
 from . import scenarios
 from .common import HOLIDAY_DATES, NOW, RELATIONSHIPS, TODAY, YEAR, available_for, balance, leave_days
@@ -74,7 +74,7 @@ class HrKit(TaskKit):
     def profile(self, ep: Episode, principal_id: Any, rng: Rng) -> UserProfile:
         e = ep.query("SELECT e.*, d.name AS department FROM employees e JOIN departments d "
                      "ON d.department_id = e.department_id WHERE e.employee_id = ?", (principal_id,))[0]  # fmt: skip
-        name = f"{e['first_name']} {e['last_name']}"
+        name = display_name(e)
         return UserProfile(
             name=name,
             persona=f"{name}, {e['title']} in {e['department']}, {rng.choice(TONES)}.",
@@ -257,7 +257,7 @@ class HrKit(TaskKit):
         if "request_id" in args:
             q = ep.query("SELECT r.*, e.first_name, e.last_name FROM leave_requests r JOIN employees e "
                          "ON e.employee_id = r.employee_id WHERE r.request_id = ?", (args["request_id"],))[0]  # fmt: skip
-            whose = "my" if q["employee_id"] == me else f"{q['first_name']} {q['last_name']}'s"
+            whose = "my" if q["employee_id"] == me else f"{display_name(q)}'s"
             days = spoken(q["start_date"]) if q["start_date"] == q["end_date"] else \
                 f"{spoken(q['start_date'])} to {spoken(q['end_date'])}"  # fmt: skip
             out["request"] = f"{whose} {LEAVE_WORDS[q['leave_type']]} request for {days}"
@@ -333,7 +333,7 @@ class HrKit(TaskKit):
 
     def _name(self, ep: Episode, employee_id: str) -> str:
         r = ep.query("SELECT first_name, last_name FROM employees WHERE employee_id = ?", (employee_id,))[0]
-        return f"{r['first_name']} {r['last_name']}"
+        return display_name(r)
 
 
 #: Document titles as a person says them ("a copy of my identity document copy" reads badly).

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from toolworld.tasks.model import Need
 from toolworld.tasks.sampling import Draft, Target
 from toolworld.world import Episode, Rng
 from toolworld.worlds.shared.clock import add_business_days
+from toolworld.worlds.shared.kitparts import add_need
 
 from .common import HOLIDAY_DATES, RELATIONSHIPS, TODAY
 from .phrases import UNKNOWN_EMAIL_LINES
@@ -61,14 +61,6 @@ def dress(kit: HrKit, draft: Draft, ep: Episode, rng: Rng) -> None:
         draft.demand("piecemeal")
 
 
-def _need(draft: Draft, target: Target, slot: str, said: str, value: Any, read: tuple[str, dict[str, Any]]) -> None:
-    target.slots[slot] = said
-    draft.needs.append(Need(slot=slot, phrase=said, value=value))
-    draft.demand("need")
-    if read not in draft.reads:
-        draft.reads.append(read)
-
-
 def _next_leave_need(draft: Draft, target: Target, ep: Episode, me: str, rid: str, rng: Rng) -> None:
     """"My next vacation": the request is the employee's earliest upcoming one of its type (and the only one
     starting that day)."""
@@ -86,7 +78,7 @@ def _next_leave_need(draft: Draft, target: Target, ep: Episode, me: str, rid: st
     said = rng.choice((f"my next {kind}", f"my upcoming {kind} request", f"the {kind} I have coming up next"))
     if len(same) == 1:
         said = rng.choice((said, f"my only upcoming {kind}"))
-    _need(draft, target, "request", said, rid, ("list_leave_requests", {"employee_id": me}))
+    add_need(draft, target, "request", said, rid, ("list_leave_requests", {"employee_id": me}))
 
 
 def _team_request_need(kit: HrKit, draft: Draft, target: Target, ep: Episode, me: str, rid: str, rng: Rng) -> None:
@@ -101,7 +93,7 @@ def _team_request_need(kit: HrKit, draft: Draft, target: Target, ep: Episode, me
     name = kit._name(ep, who)
     said = rng.choice((f"{name}'s pending leave request", f"the leave request {name} sent me",
                        f"{name}'s request that is waiting for me"))  # fmt: skip
-    _need(draft, target, "request", said, rid, ("list_team_leave_requests", {"manager_id": me}))
+    add_need(draft, target, "request", said, rid, ("list_team_leave_requests", {"manager_id": me}))
     target.slots["request_cap"] = said[0].upper() + said[1:]
 
 

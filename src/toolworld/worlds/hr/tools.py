@@ -18,6 +18,8 @@ from toolworld.world import Ctx, Entity, ToolError, tool
 from toolworld.worlds.shared.arith import calculate
 from toolworld.worlds.shared.clock import add_business_days
 from toolworld.worlds.shared.money import cents, dollars
+from toolworld.worlds.shared.people import display_name as _name
+from toolworld.worlds.shared.records import next_id
 
 from .common import (
     CARRY_EXPIRY,
@@ -58,9 +60,6 @@ def _emp(ctx: Ctx, employee_id: str) -> dict[str, Any]:
     return row
 
 
-def _name(row: dict[str, Any]) -> str:
-    return f"{row['first_name']} {row['last_name']}"
-
 
 def _is_hr(row: dict[str, Any]) -> bool:
     return row["role"] == "hr" and row["status"] != "terminated"
@@ -73,11 +72,6 @@ def _date(value: str, what: str) -> date:
         raise ToolError("invalid_arguments", f"{what} {value!r} is not a date; write it as YYYY-MM-DD, e.g. "
                         f"'{(TODAY + timedelta(days=7)).isoformat()}'.") from None  # fmt: skip
 
-
-def _next_id(ctx: Ctx, table: str, column: str, prefix: str) -> str:
-    """The next id of a prefixed numeric series (one above the largest on file, so it never collides)."""
-    top = ctx.value(f"SELECT max(CAST(substr({column}, {len(prefix) + 1}) AS INTEGER)) FROM {table}")
-    return f"{prefix}{int(top or 0) + 1}"
 
 
 def _booked(ctx: Ctx, employee_id: str, leave_type: str, exclude: str | None = None) -> list[dict[str, Any]]:
@@ -390,7 +384,7 @@ def submit_leave_request(
                                 "it (policy R3). Ask for shorter or earlier leave, or use unpaid leave.")  # fmt: skip
             raise ToolError("policy_violation", f"{days} business days of {leave_type} exceed the {left} days available "
                             "(policy R2). Ask for fewer days, or use unpaid leave for the rest.")  # fmt: skip
-    request_id = _next_id(ctx, "leave_requests", "request_id", "LR-")
+    request_id = next_id(ctx, "leave_requests", "request_id", "LR-")
     ctx.execute("INSERT INTO leave_requests (request_id, employee_id, leave_type, start_date, end_date, business_days, "
                 "status, submitted_at, note) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
                 (request_id, employee_id, leave_type, start.isoformat(), end.isoformat(), days, ctx.now,
@@ -541,7 +535,7 @@ def request_compensation_change(
     if new <= 0 or new == now:
         raise ToolError("invalid_arguments", f"new_salary must be a positive amount different from the current "
                         f"${dollars(now):,.2f}.")  # fmt: skip
-    change_id = _next_id(ctx, "comp_change_requests", "change_id", "CC-")
+    change_id = next_id(ctx, "comp_change_requests", "change_id", "CC-")
     ctx.execute("INSERT INTO comp_change_requests (change_id, employee_id, proposed_by, current_salary_cents, "
                 "proposed_salary_cents, reason, status, created_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
                 (change_id, colleague_id, employee_id, now, new, reason.strip(), ctx.now))  # fmt: skip
@@ -653,7 +647,7 @@ def start_offboarding(
     if day.weekday() >= 5 or day in HOLIDAY_DATES:
         raise ToolError("policy_violation", f"{day} is not a business day (policy R10); ask for the business day "
                         "before or after it.")  # fmt: skip
-    checklist_id = _next_id(ctx, "checklists", "checklist_id", "CL-")
+    checklist_id = next_id(ctx, "checklists", "checklist_id", "CL-")
     ctx.execute("INSERT INTO checklists VALUES (?, ?, 'offboarding', 'open', ?)", (checklist_id, colleague_id, ctx.now))
     it = ctx.value("SELECT employee_id FROM employees WHERE title = 'IT Support Specialist' AND status = 'active' "
                    "ORDER BY employee_id LIMIT 1")  # fmt: skip
@@ -662,7 +656,7 @@ def start_offboarding(
     owners = {"self": colleague_id, "manager": subject["manager_id"] or hr, "it": it, "hr": hr}
     ids: list[str] = []
     for seq, (title, owner, dep) in enumerate(OFFBOARDING, start=1):
-        item_id = _next_id(ctx, "checklist_items", "item_id", "CI-")
+        item_id = next_id(ctx, "checklist_items", "item_id", "CI-")
         ids.append(item_id)
         due = min(add_business_days(TODAY, seq, HOLIDAY_DATES), day)
         ctx.execute("INSERT INTO checklist_items VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",

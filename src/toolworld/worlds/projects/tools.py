@@ -399,7 +399,11 @@ def update_issue(
         changes["story_points"] = story_points
     if due_date is not None and due_date != issue["due_date"]:
         changes["due_date"] = _check_day(due_date)
-    if summary is not None and summary.strip() and summary.strip() != issue["summary"]:
+    if summary is not None and not summary.strip():
+        # Blank would otherwise read as "no change" and the call would report success for nothing asked.
+        raise ToolError("invalid_arguments", "summary is blank; leave it out to keep the current summary, or send "
+                        "the new one-line summary.")  # fmt: skip
+    if summary is not None and summary.strip() != issue["summary"]:
         changes["summary"] = summary.strip()
     if not changes:
         raise ToolError("conflict", f"Nothing to change on {issue_key}: give at least one field with a new value.")

@@ -9,4 +9,6 @@ holds only what is that world's own).
 - :mod:`.money`: integer cents in, decimal dollars out
 - :mod:`.arith`: the ``calculate`` tool
 - :mod:`.draw`: integer-only chances, weighted picks, fresh ids, slugs
+- :mod:`.records`: the next id of a series and non-blank free text, for write tools
+- :mod:`.kitparts`: task-kit pieces, such as a fact the user describes instead of quoting
 """

@@ -6,6 +6,9 @@ part of every world's seed data. Append rather than reorder when editing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from toolworld.world.rng import Rng
 
 from .draw import slug, weighted
@@ -92,3 +95,9 @@ def phone(rng: Rng, area_code: str) -> str:
 def full_name(rng: Rng) -> tuple[str, str]:
     """A first and a last name."""
     return rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
+
+
+def display_name(row: Mapping[str, Any]) -> str:
+    """"First Last" from a row with ``first_name`` and ``last_name`` columns: how tools and requests name a person
+    (one spelling everywhere, so a name the agent reads back matches the one the user says)."""
+    return f"{row['first_name']} {row['last_name']}"
