@@ -254,6 +254,19 @@ def test_an_info_task_needs_its_outputs_said(world, kit_tasks):
     assert "order_status='" + status + "'" in next(c.reason for c in mute.components if c.name == "outputs")
 
 
+def test_an_output_said_before_the_agent_looked_it_up_is_named_as_a_guess(world, kit_tasks):
+    task = kit_tasks["info"]
+    status = task.expected_outputs[0].value
+    identify, look = task.gold_actions
+    script = [ToolCall(identify.name, dict(identify.arguments)), f"I'd guess it is {status}.",
+              ToolCall(look.name, dict(look.arguments)), "That is all."]  # fmt: skip
+    guessed = score_trajectory(task, run(run_episode(world, task, ScriptedPolicy(script))))
+    outputs = next(c for c in guessed.components if c.name == "outputs")
+    assert not guessed.success and guessed.reward == pytest.approx(0.25 + 0.15)  # identified, state unchanged
+    assert outputs.reason.startswith("stated before any tool result") and "look it up first" in outputs.reason
+    assert "not stated in the replies" not in outputs.reason
+
+
 # -- outputs ------------------------------------------------------------------------------------------------------
 
 

@@ -23,8 +23,17 @@ from toolworld.rollout.backends import (
     make_policy,
 )
 from toolworld.rollout.loop import run_episode, run_many
-from toolworld.scoring import WEIGHTS, is_affirmative, refuses, score_trajectory, states_refusal
+from toolworld.scoring import (
+    WEIGHTS,
+    check_outputs,
+    cites_reason,
+    is_affirmative,
+    refuses,
+    score_trajectory,
+    states_refusal,
+)
 from toolworld.scoring.conduct import check_identified
+from toolworld.scoring.outputs import HEDGED, UNGROUNDED, hedges, schema_enums
 from toolworld.tasks.generate import generate
 from toolworld.tasks.model import Task
 from toolworld.world import ToolCall
@@ -418,3 +427,161 @@ def test_conduct_is_scored_without_a_world_at_hand(world, cancel):
     score = score_trajectory(alone, careless)
     failed = {c.name for c in score.components if not c.passed}
     assert failed == {"identified", "confirmed"} and score.failure_visible_step == 0
+
+
+# -- answers that were never looked up, refusals about another object, rule lists -----------------------------------
+
+ORDER_STATUSES = ("pending", "processed", "delivered", "cancelled", "return requested", "exchange requested",
+                  "returned", "exchanged")  # fmt: skip
+
+
+def test_an_answer_listing_every_possible_value_is_a_guess_not_an_output(world):
+    """Listing every status passes the matcher, but the agent never read the order: it told the user nothing."""
+    task = make_task("info")
+    status = task.expected_outputs[0].value
+    assert status in ORDER_STATUSES
+    g = [ToolCall(a.name, a.arguments) for a in task.gold_actions]
+    shotgun = "Your order is one of: " + ", ".join(ORDER_STATUSES) + "."
+    guessed = score_trajectory(task, run(run_episode(world, task, ScriptedPolicy([g[0], shotgun]))))
+    outputs = component(guessed, "outputs")
+    assert not guessed.success and not outputs.passed and "before any tool result" in outputs.reason
+    assert guessed.outputs[0]["found"] is False and guessed.outputs[0]["why"] == UNGROUNDED
+    assert component(guessed, "identified").passed and component(guessed, "state").passed  # only the guess failed
+    # said first and looked up afterwards is still a guess; looked up first, the same words are an answer
+    late = score_trajectory(task, run(run_episode(world, task, ScriptedPolicy([g[0], shotgun, g[1], "Done."]))))
+    assert not component(late, "outputs").passed
+    looked = score_trajectory(task, run(run_episode(world, task, ScriptedPolicy([*g, f"It is {status}."]))))
+    assert looked.success and looked.outputs == [{"label": "order_status", "value": status, "found": True}]
+
+
+def test_grounding_follows_the_conversation_order_and_the_value_kind():
+    count = [{"label": "count", "value": "37"}]
+    listed = "There are 37 issues."
+    before = [{"role": "tool", "content": '{"total": 37}'}, {"role": "assistant", "content": listed}]
+    after = [{"role": "assistant", "content": listed}, {"role": "tool", "content": '{"total": 37}'}]
+    assert check_outputs_found(count, before) == [True]
+    assert check_outputs_found(count, after) == [False]
+    # a number is grounded as a number (37.0 shows 37), an id only verbatim (W123 does not show #W1234)
+    assert check_outputs_found(count, [{"role": "tool", "content": '{"n": 37.0}'}, after[0]]) == [True]
+    order = [{"label": "order_id", "value": "#W1234"}]
+    said = {"role": "assistant", "content": "It is #W1234."}
+    assert check_outputs_found(order, [{"role": "tool", "content": '{"id": "#W12345"}'}, said]) == [False]
+    assert check_outputs_found(order, [{"role": "tool", "content": '{"id": "#W1234"}'}, said]) == [True]
+    # "unassigned" is what an empty assignee field shows, and only that field
+    nobody = [{"label": "assignee", "value": "unassigned"}]
+    told = {"role": "assistant", "content": "The issue is unassigned."}
+    assert check_outputs_found(nobody, [{"role": "tool", "content": '{"assignee": null}'}, told]) == [True]
+    assert check_outputs_found(nobody, [{"role": "tool", "content": '{"reporter": null}'}, told]) == [False]
+
+
+def test_a_call_outside_the_conversation_grounds_what_is_said_after_its_turn():
+    steps = [Step(index=0, turn=0, call_id="x", name="get_order_details", arguments={}, ok=True,
+                  output={"status": "delivered"})]  # fmt: skip
+    status = [{"label": "status", "value": "delivered"}]
+    turns = [{"role": "assistant", "content": "It is delivered."}, {"role": "assistant", "content": "Delivered."}]
+    assert [o["found"] for o in check_outputs(status, turns[:1], steps)] == [False]  # said in the calling turn
+    assert [o["found"] for o in check_outputs(status, turns, steps)] == [True]
+
+
+def check_outputs_found(expected: list[dict[str, str]], messages: list[dict[str, Any]]) -> list[bool]:
+    return [o["found"] for o in check_outputs(expected, messages)]
+
+
+def _refusal_with_another_closed_order(world: Any) -> tuple[Task, str]:
+    """A refusal task whose customer has another non-pending order (cancelling it breaks the same rule), and it."""
+    for index in range(20):
+        task = make_task("refusal", index=index)
+        order = task.refusal.forbidden.arguments["order_id"]  # type: ignore[union-attr]
+        with world.episode(0) as ep:
+            rows = ep.query("SELECT order_id FROM orders WHERE status = 'delivered' AND order_id != ? AND user_id = "
+                            "(SELECT user_id FROM orders WHERE order_id = ?) ORDER BY order_id", (order, order))  # fmt: skip
+        if rows:
+            return task, rows[0]["order_id"]
+    raise AssertionError("no customer with two delivered orders among the first 20 refusal tasks")
+
+
+def test_a_refusal_about_another_object_is_not_the_refusal_asked_for(world):
+    """Asked to cancel order A, the agent tries order B, gets the same rule's error and relays it: it cited R1,
+    but never looked at A. Looking at A (a read or the refused call), or naming it, is what makes it this refusal."""
+    task, other = _refusal_with_another_closed_order(world)
+    order = task.refusal.forbidden.arguments["order_id"]  # type: ignore[union-attr]
+    identify = ToolCall(task.gold_actions[0].name, task.gold_actions[0].arguments)
+    wrong = ToolCall("cancel_pending_order", {"order_id": other, "reason": "ordered by mistake"})
+    relay = f"I'm sorry, I can't cancel order {other}: only pending orders can be cancelled (policy R1)."
+    score = score_trajectory(task, run(run_episode(world, task, ScriptedPolicy([identify, wrong, relay]))))
+    refusal = component(score, "refusal")
+    assert not score.success and not refusal.passed and order in refusal.reason and "looked at" in refusal.reason
+    right = ToolCall("cancel_pending_order", {"order_id": order, "reason": "ordered by mistake"})
+    tried = score_trajectory(task, run(run_episode(world, task, ScriptedPolicy([identify, right, relay]))))
+    assert tried.success  # the refused call on the task's own order is looking at it
+    named = relay.replace(other, order)
+    assert score_trajectory(task, run(run_episode(world, task, ScriptedPolicy([identify, wrong, named])))).success
+
+
+def test_a_refusal_object_named_only_by_the_users_words_is_seen_when_the_reply_says_them(world):
+    """A reason that names the object as the user did, not by id, is satisfied by a reply saying the same words."""
+    task = make_task("refusal", index=1)
+    order = task.refusal.forbidden.arguments["order_id"]  # type: ignore[union-attr]
+    reason = "The 'blue winter jacket' order is 'delivered'; only pending orders can be cancelled (policy R1)."
+    worded = task.model_copy(update={
+        "instruction": "Please cancel the blue winter jacket order; I ordered it by mistake.",
+        "refusal": task.refusal.model_copy(update={"reason": reason}),  # type: ignore[union-attr]
+        "gold_actions": task.gold_actions[:1]})  # fmt: skip
+    identify = ToolCall(task.gold_actions[0].name, task.gold_actions[0].arguments)
+    vague = "I'm sorry, I can't cancel that order: it was delivered (policy R1)."
+    score = score_trajectory(worded, run(run_episode(world, worded, ScriptedPolicy([identify, vague]))))
+    assert not component(score, "refusal").passed and order in component(score, "refusal").reason
+    said = vague.replace("that order", "the blue winter jacket order")
+    assert score_trajectory(worded, run(run_episode(world, worded, ScriptedPolicy([identify, said])))).success
+
+
+@pytest.mark.parametrize("text", [
+    "I cannot do that: r1 r2 r3 r4 r5 r6 r7 r8 r9 r10 r11.",
+    "I cannot do that under rule 1, rule 2, rule 3, rule 4, rule 5, rule 6, rule 7, rule 8, rule 9, rule 10 or rule 11.",
+    "I cannot do that (policy #1, policy #2, policy #3).",
+    "I cannot do that: see rule 1, 2, 3 and 11.",
+    "I cannot do that: policy 1-11 applies.",
+    "Unfortunately rule 13 does not allow it, nor does r1.",
+])  # fmt: skip
+def test_a_refusal_listing_rules_in_any_citation_form_is_not_a_citation(text):
+    rule, reason = R1
+    assert refuses(text) and cites_reason(text, rule, reason)  # each would cite R1 on its own
+    assert not states_refusal(text, reason, rule)
+
+
+def test_the_rule_forms_the_reason_names_and_dates_are_not_other_rules():
+    rule, reason = R1
+    assert states_refusal("I cannot: r1 applies, and rule 2 says refunds wait.", reason + " (see policy r2)", rule)
+    assert states_refusal("I cannot cancel it under rule 1, 2026-03-23 being its delivery date.", reason, rule)
+    assert states_refusal("I CANNOT CANCEL IT: POLICY R1.", reason, rule)
+
+
+def test_a_value_read_and_then_hedged_in_a_list_of_candidates_is_not_stated(world):
+    """Having read the order, listing several statuses still tells the user nothing: a hedge is not an answer."""
+    task = make_task("info")
+    status = task.expected_outputs[0].value
+    g = [ToolCall(a.name, a.arguments) for a in task.gold_actions]
+    others = [s for s in ORDER_STATUSES if s != status][:2]
+    hedge = f"Your order is {others[0]}, {status} or {others[1]}."
+    score = score_trajectory(task, run(run_episode(world, task, ScriptedPolicy([*g, hedge]))))
+    assert not score.success and score.outputs[0]["why"] == HEDGED
+    plain = f"Your order is {status}; it is not {others[0]}."  # prose naming another status is no list
+    assert score_trajectory(task, run(run_episode(world, task, ScriptedPolicy([*g, plain])))).success
+
+
+def test_hedges_are_lists_of_candidates_of_the_values_kind(world):
+    enums = schema_enums(world.schema)
+    assert any({"pending", "delivered", "cancelled"} <= e for e in enums)
+    assert all(len(e) >= 3 for e in enums)
+    assert hedges("status", "delivered", "It is pending / delivered / cancelled.", enums=enums)
+    assert hedges("status", "delivered", "Either:\n- pending\n- delivered\n- returned", enums=enums)
+    assert not hedges("status", "delivered", "It is delivered.", enums=enums)
+    assert not hedges("status", "delivered", "It is pending, delivered or cancelled.")  # no value set known
+    # the task's other expected values may stand beside it
+    assert not hedges("status", "delivered", "delivered, pending", enums=enums, others=["pending"])
+    count = "There are " + ", ".join(str(n) for n in range(61)) + " issues."
+    assert hedges("count", "37", count) and hedges("count", "37", "37, 38 or 39?")
+    assert not hedges("count", "37", "Issues PRJ-36, PRJ-37, PRJ-38: 37 in all, the last on 2026-03-23.")
+    assert not hedges("count", "5", "Here is what you asked for: business days: 5; days available: 12.5, 14.",
+                      others=["12.5", "14"])  # fmt: skip
+    assert not hedges("tracking_number", "1Z99", "1Z98, 1Z99, 1Z90")  # an id is matched verbatim, not hedged

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 #: Bumped whenever a rule changes what a trajectory scores, so stored scores say which rules produced them.
 #: Version 3: the best of the task's acceptable end states (``Task.alternatives``) is the score.
-SCORER_VERSION = "toolworld-score/3"
+SCORER_VERSION = "toolworld-score/4"
 
 
 class Component(BaseModel):
@@ -45,7 +45,9 @@ class Score(BaseModel):
     extra_changes: list[dict[str, Any]] = Field(
         default_factory=list, description="Collateral damage, changes gold did not make: {table, op, key, changed}.")
     outputs: list[dict[str, Any]] = Field(default_factory=list,
-                                          description="Expected outputs: {label, value, found}.")
+                                          description="Expected outputs: {label, value, found}, and when not found "
+                                                      "why: not stated, stated before any tool result showed it, or "
+                                                      "stated only as one of a list of candidates.")
     first_divergent_step: int | None = Field(
         default=None, description="Index into the trajectory's steps where the agent first left the gold path "
         "(len(steps) when it stopped before a gold step); None when it never did.")  # fmt: skip

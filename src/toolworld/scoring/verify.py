@@ -9,12 +9,13 @@ signals and reports can tell "right state, forgot to say the refund amount" (0.8
 kind       component   weight  passes when
 =========  ==========  ======  ==================================================================================
 action     state       0.50    the change-set equals gold's (nothing missing, no wrong value, no collateral change)
-action     outputs     0.20    every expected output appears in the agent's replies
+action     outputs     0.20    every expected output appears in the agent's replies, after a tool result showed it
 action     identified  0.15    the customer was identified before their data was touched (``scoring.conduct``)
 action     confirmed   0.15    every write was described and got the user's yes first (``scoring.conduct``)
-refusal    refusal     0.75    no change of state at all, and one reply says it cannot be done and cites the reason
+refusal    refusal     0.75    no change of state at all, one reply says it cannot be done and cites the reason,
+                               and the agent looked at the object refused (a call or a reply names its id)
 refusal    identified  0.25    as for action tasks
-info       outputs     0.60    every expected output appears in the agent's replies
+info       outputs     0.60    as for action tasks
 info       identified  0.25    as for action tasks
 info       state       0.15    the state did not change
 =========  ==========  ======  ==================================================================================
@@ -45,7 +46,7 @@ Each component is a function registered with :func:`component`, with its weight 
 the components that apply heaviest first. Components from other packages (the ``toolworld.scorers`` entry
 points, or a module that uses the decorator) are **opt-in**: they count only in a call that names them,
 ``score_trajectory(task, trajectory, extra=["politeness"])``, which then records them in ``scorer_version``
-(``toolworld-score/3+politeness``), so that installing a package never changes anyone's rewards unasked and
+(``toolworld-score/4+politeness``), so that installing a package never changes anyone's rewards unasked and
 a stored score says which rules produced it::
 
     from toolworld.scoring import Verdict, component
@@ -58,7 +59,9 @@ a stored score says which rules produced it::
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -69,10 +72,22 @@ from .align import align
 from .changes import Diff, Tables, compare_changes, describe, parse_ignore, tables_from_schema
 from .conduct import Verdict, check_confirmed, check_identified
 from .model import SCORER_VERSION, Component, Score
-from .outputs import assistant_messages, check_outputs, reason_facts, refuses, states_refusal
+from .outputs import (
+    HEDGED,
+    NOT_STATED,
+    UNGROUNDED,
+    assistant_messages,
+    check_outputs,
+    contains_phrase,
+    quoted_phrases,
+    reason_facts,
+    refuses,
+    schema_enums,
+    states_refusal,
+)
 
 if TYPE_CHECKING:
-    from ..records.trajectory import Trajectory
+    from ..records.trajectory import Step, Trajectory
     from ..tasks.model import EndState, Task
     from ..world.world import World
 
@@ -93,8 +108,10 @@ class Evidence:
 
     @cached_property
     def outputs(self) -> list[dict[str, Any]]:
-        """``check_outputs`` of the task's expected outputs: ``{label, value, found}`` each."""
-        return check_outputs(self.task.expected_outputs, self.trajectory.messages)
+        """``check_outputs`` of the task's expected outputs: ``{label, value, found}`` each (stated, and shown by a
+        tool result the agent had before saying it)."""
+        enums = _enums(self.world.schema) if self.world is not None else ()
+        return check_outputs(self.task.expected_outputs, self.trajectory.messages, self.trajectory.steps, enums=enums)
 
     @cached_property
     def replies(self) -> list[str]:
@@ -266,12 +283,21 @@ def judge_state(ev: Evidence) -> Verdict:
 
 @component("outputs", kinds={"action": 0.2, "info": 0.6})
 def judge_outputs(ev: Evidence) -> Verdict | None:
-    """Every expected output appears in the agent's replies; does not apply when nothing is expected."""
+    """Every expected output appears in the agent's replies, each after a tool result that showed it (a value
+    said before anything showed it is a guess: ``scoring.outputs``); does not apply when nothing is expected."""
     if not ev.outputs:
         return None
-    missing = [o for o in ev.outputs if not o["found"]]
-    return Verdict(not missing, "every expected output was stated" if not missing else
-                   "not stated in the replies: " + ", ".join(f"{o['label']}={o['value']!r}" for o in missing))  # fmt: skip
+    failed: dict[str, list[str]] = {}
+    for o in ev.outputs:
+        if not o["found"]:
+            failed.setdefault(o.get("why", NOT_STATED), []).append(f"{o['label']}={o['value']!r}")
+    if not failed:
+        return Verdict(True, "every expected output was stated")
+    heading = {NOT_STATED: "not stated in the replies",
+               HEDGED: "stated only in a list of candidates (say the one value the tool showed)",
+               UNGROUNDED: "stated before any tool result the agent received showed it (look it up first)"}
+    why = [f"{heading.get(w, w)}: " + ", ".join(items) for w, items in failed.items()]
+    return Verdict(False, "; ".join(why))
 
 
 @component("refusal", kinds={"refusal": 0.75})
@@ -284,11 +310,79 @@ def judge_refusal(ev: Evidence) -> Verdict:
     if not ev.diff.ok:
         return Verdict(False, f"the request had to be refused, but the state changed: {describe(ev.diff)}")
     if said:
+        unseen = _unseen_objects(task, ev.trajectory.steps, replies, ev.world)
+        if unseen:
+            return Verdict(False, "the reply refuses, but nothing shows the agent looked at what was asked about: no "
+                           f"call passed and no reply names {', '.join(unseen)} (look it up before refusing)")
         return Verdict(True, "no state change, and the reply says the request cannot be done and why")
     cite = ", ".join(what for what, _ in reason_facts(rule, reason)[:4])
     if any(refuses(text) for text in replies):
         return Verdict(False, f"the reply refuses but never says why (cite the rule or the reason: {cite})")
     return Verdict(False, f"no reply says the request cannot be done ({rule}: {reason})")
+
+
+def refused_objects(task: Task, world: World | None) -> list[str]:
+    """The ids of what the task's refused call is about, which a refusal must be seen to concern.
+
+    They are the entity arguments of the forbidden call (``Tool.spec.entity_params``; without a world, arguments
+    named ``*_id`` / ``*_ids``), less the customer's own id (who asks, not what is refused); of those, the ones the
+    reason names, where it names any (a refused return is about the order the reason cites, not the payment method
+    the refund would have gone to). Empty when the call takes no such id: a request to create something new is
+    refused for what it asks, and there is no object to have looked at.
+    """
+    refusal = task.refusal
+    if refusal is None:
+        return []
+    args = refusal.forbidden.arguments
+    tool = world.tools.get(refusal.forbidden.name) if world is not None else None
+    if tool is not None:
+        customer = getattr(world, "customer", None)
+        params = [p.param for p in tool.spec.entity_params if p.kind != customer]
+    else:
+        params = [k for k in args if k.endswith(("_id", "_ids")) and k not in ("user_id", "customer_id")]
+    ids: list[str] = []
+    for param in params:
+        value = args.get(param)
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str | int) and not isinstance(v, bool) and str(v).strip():
+                ids.append(str(v).strip())
+    named = [i for i in ids if _names_id(refusal.reason, i)]
+    return list(dict.fromkeys(named or ids))
+
+
+def _names_id(text: str, ident: str) -> bool:
+    """Whether ``text`` names id ``ident`` as a whole token (case and a leading '#' aside, as people write ids)."""
+    bare = ident.lstrip("#")
+    return re.search(rf"(?<![A-Za-z0-9]){re.escape(bare)}(?![A-Za-z0-9])", text, re.I) is not None
+
+
+def _unseen_objects(task: Task, steps: Sequence[Step], replies: Sequence[str], world: World | None) -> list[str]:
+    """The refused objects (:func:`refused_objects`) that no call passed and no reply names.
+
+    Without this, a refusal about the wrong object passes: asked to reopen ticket A, an agent that tries ticket B,
+    gets the same rule's error and relays it has cited the right rule without ever looking at A. Any call counts,
+    a read or the refused write itself (it fails, and its error is the reason), and so does a reply that names the
+    id, since the reason the agent must give is about that object. Where the reason names several ids, each must
+    be seen; otherwise one of the call's ids is enough, or a reply that names the object as the reason and the user
+    both do.
+    """
+    objects = refused_objects(task, world)
+    if not objects:
+        return []
+    passed = [json.dumps(s.arguments, ensure_ascii=False, default=str) if not isinstance(s.arguments, str)
+              else s.arguments for s in steps]  # fmt: skip
+    seen = [o for o in objects if any(_names_id(text, o) for text in [*passed, *replies])]
+    reason = task.refusal.reason if task.refusal is not None else ""
+    if any(_names_id(reason, o) for o in objects):
+        return [o for o in objects if o not in seen]
+    if seen:
+        return []
+    # A reason that does not name the id names the object as the user did ('Hold a 30-day goals meeting'):
+    # saying that is as good as the id, and an agent relaying another object's error says another name.
+    names = [q for q in quoted_phrases(reason) if contains_phrase(task.instruction, q)]
+    if any(contains_phrase(text, q) for q in names for text in replies):
+        return []
+    return [*objects, *(f"'{q}'" for q in names)]
 
 
 @component("identified", kinds={"action": 0.15, "refusal": 0.25, "info": 0.25})
@@ -309,6 +403,12 @@ BUILTIN_COMPONENTS: tuple[str, ...] = ("state", "outputs", "refusal", "identifie
 #: Weight of each built-in component per task kind, before rescaling over the components that apply (a view of
 #: the registrations above, heaviest first).
 WEIGHTS: dict[str, dict[str, float]] = {kind: weights(kind) for kind in TASK_KINDS}
+
+
+@functools.lru_cache(maxsize=32)
+def _enums(schema: str) -> tuple[frozenset[str], ...]:
+    """``schema_enums`` of a world's schema, parsed once per schema (every trial of a run has the same)."""
+    return tuple(schema_enums(schema))
 
 
 def _registered(name: str) -> World | None:
