@@ -535,6 +535,18 @@ def test_a_refusal_object_named_only_by_the_users_words_is_seen_when_the_reply_s
     assert score_trajectory(worded, run(run_episode(world, worded, ScriptedPolicy([identify, said])))).success
 
 
+def test_a_refusal_whose_reason_names_no_object_needs_none_looked_at(world):
+    """A reason about the customer or the request itself (no id, no words of the user's) has no object: the
+    refusal is judged on its wording and citation alone, so gold passes without a look-up it does not need."""
+    task = make_task("refusal", index=1)
+    reason = "This account is on hold, so no order of it can be cancelled (policy R1)."
+    plain = task.model_copy(update={"refusal": task.refusal.model_copy(update={"reason": reason}),  # type: ignore[union-attr]
+                                    "gold_actions": task.gold_actions[:1]})  # fmt: skip
+    identify = ToolCall(task.gold_actions[0].name, task.gold_actions[0].arguments)
+    reply = "I'm sorry, I can't cancel it: the account is on hold (policy R1)."
+    assert score_trajectory(plain, run(run_episode(world, plain, ScriptedPolicy([identify, reply])))).success
+
+
 @pytest.mark.parametrize("text", [
     "I cannot do that: r1 r2 r3 r4 r5 r6 r7 r8 r9 r10 r11.",
     "I cannot do that under rule 1, rule 2, rule 3, rule 4, rule 5, rule 6, rule 7, rule 8, rule 9, rule 10 or rule 11.",

@@ -326,9 +326,12 @@ def refused_objects(task: Task, world: World | None) -> list[str]:
 
     They are the entity arguments of the forbidden call (``Tool.spec.entity_params``; without a world, arguments
     named ``*_id`` / ``*_ids``), less the customer's own id (who asks, not what is refused); of those, the ones the
-    reason names, where it names any (a refused return is about the order the reason cites, not the payment method
-    the refund would have gone to). Empty when the call takes no such id: a request to create something new is
-    refused for what it asks, and there is no object to have looked at.
+    reason names (a refused return is about the order the reason cites, not the payment method the refund would
+    have gone to), or all of them when the reason names the object as the user did (a quoted phrase of the
+    request: 'Hold a 30-day goals meeting'). Empty when the reason names neither: then the refusal is about the
+    customer or the request itself (a frozen membership refuses any plan change, whichever plan was named), and
+    there is no object to have looked at; likewise when the call takes no such id (a request to create something
+    new).
     """
     refusal = task.refusal
     if refusal is None:
@@ -347,7 +350,9 @@ def refused_objects(task: Task, world: World | None) -> list[str]:
             if isinstance(v, str | int) and not isinstance(v, bool) and str(v).strip():
                 ids.append(str(v).strip())
     named = [i for i in ids if _names_id(refusal.reason, i)]
-    return list(dict.fromkeys(named or ids))
+    if not named and any(contains_phrase(task.instruction, q) for q in quoted_phrases(refusal.reason)):
+        named = ids
+    return list(dict.fromkeys(named))
 
 
 def _names_id(text: str, ident: str) -> bool:
