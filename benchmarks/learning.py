@@ -227,7 +227,7 @@ class Bench:
 
         config = GRPOConfig(out=self.out / "grpo", group=a.group, tasks_per_step=a.tasks_per_step,
                             steps=a.grpo_steps, lr=a.grpo_lr, max_tokens=a.max_tokens, max_len=a.max_len,
-                            tool_prompt=TOOL_PROMPT, concurrency=1, seed=2, tensorboard=False, packing=False,
+                            tool_prompt=TOOL_PROMPT, concurrency=1, seed=2, tensorboard=False, packing=False, save_every=2,
                             resume=(self.out / "grpo" / "train.jsonl").exists())  # fmt: skip
         result = train_grpo(self.model, self.tokenizer, self.world, self.train, config, sampler=sampler,
                             limits=self.limits())  # fmt: skip

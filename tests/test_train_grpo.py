@@ -177,6 +177,19 @@ def test_resume_continues_at_the_next_step_and_ends_where_an_uninterrupted_run_e
     assert mismatch.value.kind == "run_mismatch"
 
 
+def test_a_run_killed_before_its_first_checkpoint_starts_over_and_logs_each_step_once(two_steps, tokenizer, world,
+                                                                                        tasks, tmp_path):  # fmt: skip
+    out = tmp_path / "run"
+    shutil.copytree(two_steps["out"], out)
+    for folder in [*out.glob("checkpoint-*"), out / "final"]:
+        shutil.rmtree(folder)
+    steps: list[Any] = []
+    result = train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(out, resume=True),
+                        scorer=Recorder(), on_step=steps.append)  # fmt: skip
+    assert result.resumed_from == 0 and [s.step for s in steps] == [1, 2]
+    assert [json.loads(line)["step"] for line in (out / "train.jsonl").read_text().splitlines()] == [1, 2]
+
+
 def test_tied_rewards_make_no_update(tokenizer, world, tasks, tmp_path):
     model = tiny_model(tokenizer)
     before = weights(model)

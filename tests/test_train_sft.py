@@ -8,6 +8,7 @@ last ``CONTEXT`` tokens before it, and generate from that same context. The CLI 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,13 @@ def test_same_seed_same_run_and_resume_continues_from_the_checkpoint(turns, toke
     with pytest.raises(SFTError) as exc:
         train_sft(tiny_model(tokenizer), tokenizer, samples, config(tmp_path / "c", max_steps=6, seed=1, resume=True))
     assert exc.value.kind == "run_mismatch"
+    shutil.copytree(tmp_path / "c", tmp_path / "killed")  # killed before its first checkpoint: starts over
+    for folder in [*(tmp_path / "killed").glob("checkpoint-*"), tmp_path / "killed" / "final"]:
+        shutil.rmtree(folder)
+    again = train_sft(tiny_model(tokenizer), tokenizer, samples, config(tmp_path / "killed", max_steps=6, resume=True))
+    assert again.resumed_from == 0 and again.losses == straight.losses
+    steps = [json.loads(x)["step"] for x in (tmp_path / "killed" / "train.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4, 5, 6]
 
 
 def test_lora_trains_only_the_adapters(turns, tokenizer, tmp_path):

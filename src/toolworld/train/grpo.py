@@ -400,7 +400,8 @@ def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
     from .sft import SFTError
 
     ckpt = latest_checkpoint(config.out)
-    if ckpt is None:
+    if ckpt is None:  # steps logged by a run that died before its first checkpoint are run again: log them once
+        trim_log(config.out / LOG_FILE, 0)
         return 0
     state = json.loads((ckpt / STATE_FILE).read_text())
     saved = state.get("config", {})
