@@ -10,7 +10,9 @@ Variants, alternated within one run so a noisy shared machine slows them alike:
 - ``unpacked``: the LM head only where a token carries loss, one sample per micro-batch with a plain causal mask
   (``--no-packing``): attention kernels then skip the masked half and keep no T x T matrix, which packed rows'
   explicit masks force them to build (quadratic in the row, ~2.4 GB per layer for an 8k-token row);
-- ``unpacked_bf16``: that, with the forward pass under bfloat16 autocast (``--bf16``); its loss differs a little.
+- ``unpacked_bf16``: that, with the forward pass under bfloat16 autocast (``--bf16``); its loss differs a little;
+- ``unpacked_kv`` / ``unpacked_kv_bf16``: those, with the prompt the step's conversations share run once and
+  continued through the KV cache (``toolworld.train.prefix.SharedPrefix``, what ``--no-packing`` trains with).
 
 ``--variants`` picks some; ``--gradient-checkpointing`` recomputes layers in the backward pass of the packed ones
 (what long packed rows need to fit in memory; one sample with a causal mask fits without).
@@ -29,6 +31,7 @@ import inspect
 import json
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -40,9 +43,10 @@ from toolworld.tasks.generate import generate
 from toolworld.tasks.model import write_jsonl
 from toolworld.train.data import Batch, Sample, collate, pack, truncate
 from toolworld.train.logprobs import token_logprobs
+from toolworld.train.prefix import SharedPrefix
 from toolworld.train.sft import layer_checkpointing, load_model, sft_samples
 
-VARIANTS = ("baseline", "loss_positions", "shared_prefix", "unpacked", "unpacked_bf16")
+VARIANTS = ("baseline", "loss_positions", "shared_prefix", "unpacked", "unpacked_bf16", "unpacked_kv", "unpacked_kv_bf16")
 
 
 def batches_for(samples: list[Sample], variant: str, batch_tokens: int, pad: int) -> list[Batch]:
@@ -64,23 +68,28 @@ def full_logprobs(model: Any, batch: Batch) -> torch.Tensor:
     return out.masked_fill((batch.position_ids == 0) | (batch.segment_ids == 0), 0.0)
 
 
-def step(model: Any, optimizer: Any, params: list[Any], batches: list[Batch], variant: str) -> float:
-    """One SFT step (token-weighted mean NLL over the micro-batches, as ``train_sft`` takes it); its loss."""
+def step(model: Any, optimizer: Any, params: list[Any], batches: list[Batch], variant: str) -> tuple[float, int]:
+    """One SFT step (token-weighted mean NLL over the micro-batches, as ``train_sft`` takes it); its loss and the
+    tokens the model ran on."""
     first = next(model.parameters())
     total = sum(float(b.loss_mask.sum()) for b in batches)
     optimizer.zero_grad(set_to_none=True)
     loss_sum = 0.0
-    for batch in batches:
-        moved = batch.to(first.device, dtype=first.dtype)
-        with torch.autocast(first.device.type, dtype=torch.bfloat16, enabled=variant.endswith("_bf16")):
-            logp = full_logprobs(model, moved) if variant == "baseline" else token_logprobs(model, moved)
-        mask = moved.loss_mask
+    bf16 = variant.endswith("_bf16")
+    moved = [b.to(first.device, dtype=first.dtype) for b in batches]
+    with torch.autocast(first.device.type, dtype=torch.bfloat16, enabled=bf16):
+        prefix = SharedPrefix(model, moved, min_tokens=1 if "_kv" in variant else sys.maxsize)
+    for batch in prefix.batches:
+        with torch.autocast(first.device.type, dtype=torch.bfloat16, enabled=bf16):
+            logp = full_logprobs(model, batch) if variant == "baseline" else token_logprobs(model, batch)
+        mask = batch.loss_mask
         loss = -(logp * mask).sum() / total
         loss.backward()
         loss_sum += float(loss.detach())
+    prefix.backward()
     torch.nn.utils.clip_grad_norm_(params, 1.0)
     optimizer.step()
-    return loss_sum
+    return loss_sum, sum(b.computed_tokens for b in batches) - prefix.length * max(len(batches) - 1, 0)
 
 
 def gold_samples(n: int, seed: int, tokenizer: Any, tool_prompt: str, work: Path, max_len: int) -> list[Sample]:
@@ -147,7 +156,7 @@ def main() -> None:
         warm = [s for s in warm if any(s.loss_mask)] or [truncate(sets[0][0], args.max_len)]
         for variant in variants:
             with layer_checkpointing(model, args.gradient_checkpointing and not variant.startswith("unpacked")):
-                step(model, optimizer, params, batches_for(warm, variant, args.batch_tokens, pad), variant)
+                step(model, optimizer, params, batches_for(warm, variant, args.batch_tokens, pad), variant)[0]
             model.load_state_dict(initial)
             optimizer.state.clear()
         runs: dict[str, dict[str, list[float]]] = {v: {"wall": [], "loss": [], "computed": [], "own": []}
@@ -157,14 +166,14 @@ def main() -> None:
                 batches = batches_for(sets[k], variant, args.batch_tokens, pad)
                 t0 = time.perf_counter()
                 with layer_checkpointing(model, args.gradient_checkpointing and not variant.startswith("unpacked")):
-                    loss = step(model, optimizer, params, batches, variant)
+                    loss, computed = step(model, optimizer, params, batches, variant)
                 wall = time.perf_counter() - t0
                 model.load_state_dict(initial)
                 optimizer.state.clear()
                 run = runs[variant]
                 run["wall"].append(wall)
                 run["loss"].append(loss)
-                run["computed"].append(sum(b.computed_tokens for b in batches))
+                run["computed"].append(computed)
                 run["own"].append(sum(b.sample_tokens for b in batches))
                 print(f"  step {k + 1} {variant:15s} {wall:6.1f} s  loss {loss:.5f}  computed {run['computed'][-1]}"
                       f"  effective {run['own'][-1] / wall:6.1f} tok/s", flush=True)  # fmt: skip

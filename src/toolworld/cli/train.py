@@ -55,7 +55,8 @@ CheckpointingOpt = Annotated[bool, typer.Option("--gradient-checkpointing", help
     "the backward pass: ~30% more compute, a fraction of the memory (long packed rows on a CPU need it).")]
 PackingOpt = Annotated[bool, typer.Option("--packing/--no-packing", help="Pack several conversations into one "
     "row (exact masks). On a CPU with conversations of thousands of tokens, --no-packing is faster: one "
-    "conversation per micro-batch keeps attention causal.")]
+    "conversation per micro-batch keeps attention causal, and the prompt a step's conversations share runs once "
+    "(continued through the KV cache).")]
 Bf16Opt = Annotated[bool, typer.Option("--bf16", help="Forward pass under bfloat16 autocast (weights stay float32): "
     "~1.5x faster where the CPU or GPU has bf16 instructions.")]
 ToolPromptOpt = Annotated[str | None, typer.Option("--tool-prompt", help="How the tools are stated in the prompt: "

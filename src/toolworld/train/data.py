@@ -31,7 +31,7 @@ token (``prev_index``).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -178,6 +178,9 @@ class Batch:
     segment_ids: torch.Tensor
     n_samples: int
     prev_index: torch.Tensor | None = None
+    #: Rows that continue a shared prefix run once for the step (:class:`toolworld.train.prefix.SharedPrefix`): a
+    #: callable giving a fresh KV cache of the prefix, whose length the first ``position_ids`` say.
+    past: Callable[[], Any] | None = None
 
     @property
     def packed(self) -> bool:
@@ -196,10 +199,17 @@ class Batch:
         moved = {name: getattr(self, name).to(device) if device is not None and getattr(self, name) is not None
                  else getattr(self, name) for name in names}  # fmt: skip
         return Batch(attention_mask=attention.to(device) if device is not None else attention,
-                     n_samples=self.n_samples, **moved)  # fmt: skip
+                     n_samples=self.n_samples, past=self.past, **moved)  # fmt: skip
 
-    def model_inputs(self) -> dict[str, torch.Tensor]:
+    def model_inputs(self) -> dict[str, Any]:
         """Keyword arguments for a HF causal LM forward."""
+        if self.past is not None:  # the prefix's keys and values stand in for its tokens; the mask covers both
+            import torch
+
+            rows, prefix = self.input_ids.shape[0], int(self.position_ids[0, 0])
+            mask = torch.cat([self.attention_mask.new_ones(rows, prefix), self.attention_mask], dim=1)
+            return {"input_ids": self.input_ids, "attention_mask": mask, "position_ids": self.position_ids,
+                    "past_key_values": self.past(), "use_cache": True}  # fmt: skip
         return {"input_ids": self.input_ids, "attention_mask": self.attention_mask, "position_ids": self.position_ids}
 
     def predecessors(self) -> torch.Tensor:

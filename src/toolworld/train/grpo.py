@@ -38,6 +38,7 @@ import math
 import random
 import shutil
 import statistics
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -357,19 +358,24 @@ def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], count
     """The optimizer steps of :func:`_update`, adding each one's token-weighted stats to ``sums``."""
     import torch
 
+    from .data import MIN_SHARED_PREFIX
     from .losses import policy_loss
+    from .prefix import SharedPrefix, kv_shareable
 
     for _ in range(config.updates):
         optimizer.zero_grad(set_to_none=True)
-        for batch, old, ref, n in zip(micro, olds, refs, counts, strict=True):
+        # unpacked trials run the prompt they share once per update (it changes with the weights)
+        prefix = SharedPrefix(model, micro, min_tokens=MIN_SHARED_PREFIX if kv_shareable(config) else sys.maxsize)
+        for batch, old, ref, n in zip(prefix.batches, olds, refs, counts, strict=True):
             loss, stats = policy_loss(model, batch, clip=config.clip, tis_cap=config.tis_cap, kl_coef=config.kl_coef,
-                                      ref_logprobs=ref, old_logprobs=old)  # fmt: skip
+                                      ref_logprobs=prefix.slice(ref), old_logprobs=prefix.slice(old))  # fmt: skip
             # each micro-batch's loss is its token mean: weighting by its share of tokens makes the step's loss
             # the token mean over all of them, as one batch would give
             (loss * (n / total)).backward()
             sums["loss"] += float(loss.detach()) * n
             for key in ("kl", "clip_frac", "logprob_gap"):
                 sums[key] += stats[key] * n
+        prefix.backward()
         sums["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)) * total
         optimizer.step()
 

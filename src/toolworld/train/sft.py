@@ -38,6 +38,7 @@ import json
 import math
 import random
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -536,12 +537,12 @@ def train_sft(model: Any, tokenizer: Any, samples: Sequence[Sample], config: SFT
     """
     import torch
 
+    from .data import MIN_SHARED_PREFIX, truncate
     from .losses import sft_loss
+    from .prefix import SharedPrefix, kv_shareable
 
     if not samples:
         raise SFTError("no samples to train on", kind="no_successful_trials")
-    from .data import truncate
-
     samples = _learnable([truncate(s, config.max_len) for s in samples])
     config.out.mkdir(parents=True, exist_ok=True)
     if not config.resume and (latest_checkpoint(config.out) or (config.out / LOG_FILE).exists()):
@@ -566,6 +567,9 @@ def train_sft(model: Any, tokenizer: Any, samples: Sequence[Sample], config: SFT
     t_start = time.perf_counter()
     log = (config.out / LOG_FILE).open("a", encoding="utf-8")
     step = start
+    # unpacked conversations share their prompt through the KV cache; recomputed layers keep no cache, and packed
+    # rows share it inside the row
+    min_prefix = MIN_SHARED_PREFIX if kv_shareable(config) else sys.maxsize
     checkpointing = contextlib.ExitStack()
     checkpointing.enter_context(layer_checkpointing(model, config.gradient_checkpointing))
     try:
@@ -576,11 +580,14 @@ def train_sft(model: Any, tokenizer: Any, samples: Sequence[Sample], config: SFT
             n_loss = sum(c[0] for c in counts) or 1
             optimizer.zero_grad(set_to_none=True)
             total_loss = 0.0
-            for batch, (n, _) in zip(micro, counts, strict=True):
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
+                prefix = SharedPrefix(model, micro, min_tokens=min_prefix)  # the shared prompt, run once
+            for batch, (n, _) in zip(prefix.batches, counts, strict=True):
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
                     loss = _loss_of(sft_loss(model, batch)) * (n / n_loss)  # token-weighted mean over the step
                 loss.backward()
                 total_loss += float(loss.detach())
+            prefix.backward()
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm))
             lr = optimizer.param_groups[0]["lr"]
             optimizer.step()

@@ -1,0 +1,96 @@
+"""A step's shared prompt run once (``toolworld.train.prefix``) gives the losses and gradients of running every
+conversation whole, with a tiny random Llama around SmolLM2's real tokenizer."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from train_kit import smollm2_tokenizer, tiny_llama
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from toolworld.train.data import Sample, collate, pack  # noqa: E402
+from toolworld.train.losses import policy_loss, sft_loss  # noqa: E402
+from toolworld.train.prefix import SharedPrefix, shared_length  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Any:
+    return smollm2_tokenizer()
+
+
+def conversations(vocab: int, *, prefix: int = 60, n: int = 3, seed: int = 0) -> list[Sample]:
+    """``n`` samples opening with the same ``prefix`` unlearnt tokens, then their own turns, some learnt."""
+    rng = random.Random(seed)
+    head = [rng.randrange(vocab) for _ in range(prefix)]
+    out = []
+    for k in range(n):
+        own = [rng.randrange(vocab) for _ in range(20 + 7 * k)]
+        mask = [0] * prefix + [0] * 5 + [1] * (len(own) - 5)
+        logprobs = [(-0.5 - 0.1 * k) if m else 0.0 for m in mask]
+        out.append(Sample(input_ids=head + own, loss_mask=mask, logprobs=logprobs, advantage=(-1.0) ** k,
+                          group="g"))  # fmt: skip
+    return out
+
+
+def grads(model: Any) -> dict[str, Any]:
+    return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def step(model: Any, micro: list[Any], loss_of: Any, *, share: bool) -> tuple[float, dict[str, Any]]:
+    model.zero_grad(set_to_none=True)
+    prefix = SharedPrefix(model, micro, min_tokens=1 if share else 10**9)
+    total = 0.0
+    for batch in prefix.batches:
+        loss = loss_of(model, batch)
+        loss.backward()
+        total += float(loss.detach())
+    prefix.backward()
+    return total, grads(model)
+
+
+@pytest.mark.parametrize("kind", ["sft", "policy"])
+def test_a_shared_prefix_gives_the_losses_and_gradients_of_whole_conversations(tokenizer, kind):
+    model = tiny_llama(tokenizer).eval()
+    samples = conversations(len(tokenizer))
+    micro = [collate([s], 0) for s in samples]
+
+    def loss_of(m: Any, b: Any) -> Any:
+        return sft_loss(m, b) if kind == "sft" else policy_loss(m, b)[0]
+
+    whole, g_whole = step(model, micro, loss_of, share=False)
+    shared, g_shared = step(model, micro, loss_of, share=True)
+    assert SharedPrefix(model, micro, min_tokens=1).length == 60  # where the conversations part
+    assert shared == pytest.approx(whole, rel=1e-5, abs=1e-6)
+    assert g_shared.keys() == g_whole.keys() and len(g_whole) > 10
+    for name, g in g_whole.items():
+        assert float(g.norm()) > 0, name
+        assert float((g_shared[name] - g).norm()) <= 1e-4 * float(g.norm()), name
+    # the prefix's own share of the gradient is not lost: without it the embeddings of its tokens get less
+    model.zero_grad(set_to_none=True)
+    prefix = SharedPrefix(model, micro, min_tokens=1)
+    for batch in prefix.batches:
+        loss_of(model, batch).backward()
+    partial = grads(model)
+    name = "model.layers.0.self_attn.k_proj.weight"
+    assert float((partial[name] - g_whole[name]).norm()) > 0.05 * float(g_whole[name].norm())
+
+
+def test_what_is_not_shared(tokenizer):
+    samples = conversations(len(tokenizer))
+    micro = [collate([s], 0) for s in samples]
+    assert shared_length(micro[:1]) == 0  # one conversation: nothing to share
+    other = Sample(input_ids=[7, *samples[1].input_ids[1:]], loss_mask=samples[1].loss_mask)
+    assert shared_length([micro[0], collate([other], 0)]) == 0  # different first token
+    early = Sample(input_ids=samples[1].input_ids, loss_mask=[0] * 10 + [1] * (len(samples[1]) - 10))
+    assert shared_length([micro[0], collate([early], 0)]) == 9  # never a learnt token, nor the one before it
+    packed = pack(samples, 4096, 0, share_prefix=True)
+    assert shared_length(packed + micro) == 0  # packed rows share inside the row
+    model = tiny_llama(tokenizer)
+    plain = SharedPrefix(model, micro[:1])
+    assert plain.batches == micro[:1] and plain.length == 0
+    plain.backward()  # nothing to do
