@@ -94,3 +94,46 @@ def test_what_is_not_shared(tokenizer):
     plain = SharedPrefix(model, micro[:1])
     assert plain.batches == micro[:1] and plain.length == 0
     plain.backward()  # nothing to do
+
+
+def weights_after(train: Any) -> dict[str, Any]:
+    model = train()
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def same_weights(a: dict[str, Any], b: dict[str, Any], start: dict[str, Any]) -> None:
+    moved = 0
+    for name, value in a.items():
+        delta_a, delta_b = value - start[name], b[name] - start[name]
+        assert float((delta_a - delta_b).norm()) <= 1e-3 * float(delta_b.norm()) + 1e-9, name
+        moved += int(float(delta_b.norm()) > 0)
+    assert moved > 10  # the steps changed the weights, so agreeing says something
+
+
+def test_sft_and_grpo_loops_train_alike_with_and_without_the_shared_prompt(tokenizer, tmp_path):
+    from toolworld.train.grpo import GRPOConfig, _update
+    from toolworld.train.sft import SFTConfig, train_sft
+
+    samples = conversations(len(tokenizer), n=4)
+    start = tiny_llama(tokenizer).state_dict()
+
+    def sft(share: bool) -> Any:
+        model = tiny_llama(tokenizer)
+        config = SFTConfig(out=tmp_path / f"sft-{share}", lr=1e-3, max_steps=2, grad_accum=4, packing=False,
+                           share_prefix=share, max_len=512)  # fmt: skip
+        train_sft(model, tokenizer, samples, config)
+        return model
+
+    same_weights(weights_after(lambda: sft(True)), weights_after(lambda: sft(False)), start)
+
+    def grpo(share: bool) -> Any:
+        model = tiny_llama(tokenizer).eval()
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=1e-3)
+        config = GRPOConfig(out=tmp_path / f"grpo-{share}", packing=False, share_prefix=share, updates=2,
+                            batch_tokens=512, max_len=512)  # fmt: skip
+        stats = _update(model, None, samples, optimizer, params, config, 0)
+        assert stats["loss"] == stats["loss"] and stats["grad_norm"] > 0
+        return model
+
+    same_weights(weights_after(lambda: grpo(True)), weights_after(lambda: grpo(False)), start)
