@@ -110,10 +110,19 @@ def same_weights(a: dict[str, Any], b: dict[str, Any], start: dict[str, Any]) ->
     assert moved > 10  # the steps changed the weights, so agreeing says something
 
 
-def test_sft_and_grpo_loops_train_alike_with_and_without_the_shared_prompt(tokenizer, tmp_path):
+def test_sft_and_grpo_loops_train_alike_with_and_without_the_shared_prompt(tokenizer, tmp_path, monkeypatch):
+    import toolworld.train.prefix as prefix_module
     from toolworld.train.grpo import GRPOConfig, _update
     from toolworld.train.sft import SFTConfig, train_sft
 
+    shared: list[int] = []
+
+    class Spy(SharedPrefix):
+        def __init__(self, *args: Any, **kw: Any) -> None:
+            super().__init__(*args, **kw)
+            shared.append(self.length)
+
+    monkeypatch.setattr(prefix_module, "SharedPrefix", Spy)
     samples = conversations(len(tokenizer), n=4)
     start = tiny_llama(tokenizer).state_dict()
 
@@ -125,6 +134,8 @@ def test_sft_and_grpo_loops_train_alike_with_and_without_the_shared_prompt(token
         return model
 
     same_weights(weights_after(lambda: sft(True)), weights_after(lambda: sft(False)), start)
+    assert shared == [60, 60, 0, 0]  # two steps shared the prompt, two ran every conversation whole
+    shared.clear()
 
     def grpo(share: bool) -> Any:
         model = tiny_llama(tokenizer).eval()
@@ -137,3 +148,23 @@ def test_sft_and_grpo_loops_train_alike_with_and_without_the_shared_prompt(token
         return model
 
     same_weights(weights_after(lambda: grpo(True)), weights_after(lambda: grpo(False)), start)
+    assert shared == [60, 60, 0, 0]  # recomputed for each of the two updates
+
+
+def test_a_model_checkpointing_its_own_layers_trains_unshared_and_a_finished_prefix_cannot_be_reused(tokenizer,
+                                                                                                    tmp_path):  # fmt: skip
+    from toolworld.train.sft import SFTConfig, train_sft
+
+    samples = conversations(len(tokenizer))
+    model = tiny_llama(tokenizer)
+    model.activation_checkpointing_enable()
+    config = SFTConfig(out=tmp_path / "o", lr=1e-3, max_steps=1, grad_accum=3, packing=False, max_len=512)
+    assert train_sft(model, tokenizer, samples, config).steps == 1  # transformers keeps no cache: nothing shared
+    model = tiny_llama(tokenizer).eval()
+    prefix = SharedPrefix(model, [collate([s], 0) for s in samples])
+    stale = prefix.batches[0]
+    sft_loss(model, stale).backward()
+    prefix.backward()
+    assert prefix.batches == []
+    with pytest.raises(RuntimeError, match="step is over"):
+        sft_loss(model, stale)

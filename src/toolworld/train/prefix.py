@@ -16,7 +16,9 @@ then runs the prefix's backward pass once with that sum. Since backpropagation i
 
 is what backpropagating every conversation through its own copy of the prefix gives, for ``1/n`` of the prefix's
 cost. Memory: the prefix's activations live for the whole step (as one conversation's would), plus one
-conversation's own at a time.
+conversation's own at a time. With dropout on (a training-mode model with dropout > 0, LoRA dropout) the step's
+conversations share one dropout draw of the prefix: the same expectation, correlated noise; the embedded models
+have none.
 
 Only unpacked batches (2D attention mask) share this way; packed rows share their prefix inside the row
 (:func:`toolworld.train.data.pack`). A prefix never holds a token with loss, and the token after it has none
@@ -79,6 +81,9 @@ class SharedPrefix:
         self.length = shared_length(micro)
         self._kv: list[Any] = []
         self._leaves: list[Any] = []
+        inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+        if getattr(inner, "is_gradient_checkpointing", False) and model.training:
+            self.length = 0  # the caller's own checkpointing: transformers keeps no cache while training
         if self.length < min_tokens:
             self.length = 0
             self.batches = list(micro)
@@ -88,9 +93,13 @@ class SharedPrefix:
         out = model(input_ids=ids, position_ids=torch.arange(p, device=ids.device)[None], use_cache=True,
                     **_one_logit(model))  # fmt: skip
         cache = out.past_key_values
+        if cache is None:  # a model that returns no cache: run every conversation whole
+            self.length, self.batches = 0, list(micro)
+            return
         for layer in cache.layers:
             self._kv += [layer.keys, layer.values]
-        self._leaves = [t.detach().requires_grad_(t.requires_grad) for t in self._kv]
+        # float32 leaves: the conversations' gradients add up there, which bf16 would round at every addition
+        self._leaves = [t.detach().float().requires_grad_(t.requires_grad) for t in self._kv]
         self._config = _config_of(model)
         self.batches = [self._suffix(b) for b in micro]
 
@@ -105,14 +114,15 @@ class SharedPrefix:
                        prev_index=prev.clamp(min=-1), past=self._cache_for(batch.input_ids.shape[0]))  # fmt: skip
 
     def _cache_for(self, rows: int) -> Any:
-        leaves, config = self._leaves, self._config
+        leaves, kv, config = self._leaves, self._kv, self._config
 
         def fresh() -> Any:  # a forward pass appends to its cache: every pass gets its own, over the same leaves
             from transformers import DynamicCache
 
-            pairs = [(leaves[i].expand(rows, -1, -1, -1), leaves[i + 1].expand(rows, -1, -1, -1))
-                     for i in range(0, len(leaves), 2)]  # fmt: skip
-            return DynamicCache(pairs, config=config)
+            if not leaves:
+                raise RuntimeError("this batch continues a shared prefix whose step is over (backward() was called)")
+            typed = [leaf.to(t.dtype).expand(rows, -1, -1, -1) for leaf, t in zip(leaves, kv, strict=True)]
+            return DynamicCache([(typed[i], typed[i + 1]) for i in range(0, len(typed), 2)], config=config)
 
         return fresh
 
@@ -127,8 +137,11 @@ class SharedPrefix:
         pairs = [(kv, leaf.grad) for kv, leaf in zip(self._kv, self._leaves, strict=True)
                  if kv.requires_grad and leaf.grad is not None]  # fmt: skip
         if pairs:
-            torch.autograd.backward([kv for kv, _ in pairs], [g for _, g in pairs])
-        self._kv, self._leaves = [], []
+            torch.autograd.backward([kv for kv, _ in pairs], [g.to(kv.dtype) for kv, g in pairs])
+        # in place: the suffix batches' caches hold these lists, and the next step's peak must not hold them too
+        self._kv.clear()
+        self._leaves.clear()
+        self.batches = []
 
 
 def _one_logit(model: Any) -> dict[str, Any]:
