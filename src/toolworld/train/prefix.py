@@ -32,6 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from .data import MIN_SHARED_PREFIX, Batch
+from .sft import checkpoints_layers
 
 
 def kv_shareable(config: Any) -> bool:
@@ -81,8 +82,7 @@ class SharedPrefix:
         self.length = shared_length(micro)
         self._kv: list[Any] = []
         self._leaves: list[Any] = []
-        inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-        if getattr(inner, "is_gradient_checkpointing", False) and model.training:
+        if model.training and checkpoints_layers(model):
             self.length = 0  # the caller's own checkpointing: transformers keeps no cache while training
         if self.length < min_tokens:
             self.length = 0

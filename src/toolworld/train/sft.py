@@ -64,6 +64,14 @@ STATE_FILE = "trainer_state.json"
 OPTIM_FILE = "optimizer.pt"
 
 
+def checkpoints_layers(model: Any) -> bool:
+    """Whether ``model`` (or the model a peft wrapper wraps) recomputes its layers in the backward pass (the
+    newer transformers name first: the older one warns that it is deprecated)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    flag = getattr(base, "is_activation_checkpointing", None)
+    return bool(getattr(base, "is_gradient_checkpointing", False) if flag is None else flag)
+
+
 @contextlib.contextmanager
 def layer_checkpointing(model: Any, enabled: bool = True) -> Iterator[None]:
     """Within the block, recompute each decoder layer in the backward pass instead of keeping its activations.
@@ -79,7 +87,7 @@ def layer_checkpointing(model: Any, enabled: bool = True) -> Iterator[None]:
         yield
         return
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    if base.is_gradient_checkpointing:  # the caller's own setting: leave it as it is
+    if checkpoints_layers(base):  # the caller's own setting: leave it as it is
         yield
         return
     base.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
