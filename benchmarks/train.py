@@ -31,7 +31,6 @@ import inspect
 import json
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -78,7 +77,7 @@ def step(model: Any, optimizer: Any, params: list[Any], batches: list[Batch], va
     bf16 = variant.endswith("_bf16")
     moved = [b.to(first.device, dtype=first.dtype) for b in batches]
     with torch.autocast(first.device.type, dtype=torch.bfloat16, enabled=bf16):
-        prefix = SharedPrefix(model, moved, min_tokens=1 if "_kv" in variant else sys.maxsize)
+        prefix = SharedPrefix(model, moved, enabled="_kv" in variant, min_tokens=1)
     for batch in prefix.batches:
         with torch.autocast(first.device.type, dtype=torch.bfloat16, enabled=bf16):
             logp = full_logprobs(model, batch) if variant == "baseline" else token_logprobs(model, batch)

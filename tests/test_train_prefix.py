@@ -43,7 +43,7 @@ def grads(model: Any) -> dict[str, Any]:
 
 def step(model: Any, micro: list[Any], loss_of: Any, *, share: bool) -> tuple[float, dict[str, Any]]:
     model.zero_grad(set_to_none=True)
-    prefix = SharedPrefix(model, micro, min_tokens=1 if share else 10**9)
+    prefix = SharedPrefix(model, micro, enabled=share, min_tokens=1)
     total = 0.0
     for batch in prefix.batches:
         loss = loss_of(model, batch)

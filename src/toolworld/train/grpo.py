@@ -38,7 +38,6 @@ import math
 import random
 import shutil
 import statistics
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -358,14 +357,13 @@ def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], count
     """The optimizer steps of :func:`_update`, adding each one's token-weighted stats to ``sums``."""
     import torch
 
-    from .data import MIN_SHARED_PREFIX
     from .losses import policy_loss
     from .prefix import SharedPrefix, kv_shareable
 
     for _ in range(config.updates):
         optimizer.zero_grad(set_to_none=True)
         # unpacked trials run the prompt they share once per update (it changes with the weights)
-        prefix = SharedPrefix(model, micro, min_tokens=MIN_SHARED_PREFIX if kv_shareable(config) else sys.maxsize)
+        prefix = SharedPrefix(model, micro, enabled=kv_shareable(config))
         for batch, old, ref, n in zip(prefix.batches, olds, refs, counts, strict=True):
             loss, stats = policy_loss(model, batch, clip=config.clip, tis_cap=config.tis_cap, kl_coef=config.kl_coef,
                                       ref_logprobs=prefix.slice(ref), old_logprobs=prefix.slice(old))  # fmt: skip

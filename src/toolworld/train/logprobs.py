@@ -28,7 +28,9 @@ def keeps_logits(model: Any) -> bool:
     """
     import inspect
 
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    from .sft import base_model
+
+    inner = base_model(model)
     try:
         return "logits_to_keep" in inspect.signature(inner.forward).parameters
     except (TypeError, ValueError):

@@ -32,7 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from .data import MIN_SHARED_PREFIX, Batch
-from .sft import checkpoints_layers
+from .sft import base_model, checkpoints_layers
 
 
 def kv_shareable(config: Any) -> bool:
@@ -71,15 +71,16 @@ class SharedPrefix:
             loss_of(model, batch).backward()                # each conversation's own tokens
         prefix.backward()                                   # the prefix's share of the gradient, once
 
-    Run the constructor under the same autocast as the losses. ``batches`` are ``micro`` themselves when fewer than
-    ``min_tokens`` tokens are shared; then :meth:`backward` does nothing. A prefix built under ``torch.no_grad``
+    Run the constructor under the same autocast as the losses. ``batches`` are ``micro`` themselves when not
+    ``enabled`` or fewer than ``min_tokens`` tokens are shared; then :meth:`backward` does nothing. A prefix built under ``torch.no_grad``
     serves forward passes only (logprobs of a reference model), and :meth:`backward` is then not needed.
     """
 
-    def __init__(self, model: Any, micro: Sequence[Batch], *, min_tokens: int = MIN_SHARED_PREFIX) -> None:
+    def __init__(self, model: Any, micro: Sequence[Batch], *, enabled: bool = True,
+                 min_tokens: int = MIN_SHARED_PREFIX) -> None:  # fmt: skip
         import torch
 
-        self.length = shared_length(micro)
+        self.length = shared_length(micro) if enabled else 0
         self._kv: list[Any] = []
         self._leaves: list[Any] = []
         if model.training and checkpoints_layers(model):
@@ -100,7 +101,7 @@ class SharedPrefix:
             self._kv += [layer.keys, layer.values]
         # float32 leaves: the conversations' gradients add up there, which bf16 would round at every addition
         self._leaves = [t.detach().float().requires_grad_(t.requires_grad) for t in self._kv]
-        self._config = _config_of(model)
+        self._config = getattr(base_model(model), "config", None)
         self.batches = [self._suffix(b) for b in micro]
 
     def _suffix(self, batch: Batch) -> Batch:
@@ -149,8 +150,3 @@ def _one_logit(model: Any) -> dict[str, Any]:
     from .logprobs import keeps_logits
 
     return {"logits_to_keep": 1} if keeps_logits(model) else {}
-
-
-def _config_of(model: Any) -> Any:
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return getattr(inner, "config", None)

@@ -38,7 +38,6 @@ import json
 import math
 import random
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -64,10 +63,15 @@ STATE_FILE = "trainer_state.json"
 OPTIM_FILE = "optimizer.pt"
 
 
+def base_model(model: Any) -> Any:
+    """The transformers model itself: the one a peft wrapper wraps, else ``model``."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def checkpoints_layers(model: Any) -> bool:
     """Whether ``model`` (or the model a peft wrapper wraps) recomputes its layers in the backward pass (the
     newer transformers name first: the older one warns that it is deprecated)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     flag = getattr(base, "is_activation_checkpointing", None)
     return bool(getattr(base, "is_gradient_checkpointing", False) if flag is None else flag)
 
@@ -86,7 +90,7 @@ def layer_checkpointing(model: Any, enabled: bool = True) -> Iterator[None]:
     if not enabled:
         yield
         return
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     if checkpoints_layers(base):  # the caller's own setting: leave it as it is
         yield
         return
@@ -545,7 +549,7 @@ def train_sft(model: Any, tokenizer: Any, samples: Sequence[Sample], config: SFT
     """
     import torch
 
-    from .data import MIN_SHARED_PREFIX, truncate
+    from .data import truncate
     from .losses import sft_loss
     from .prefix import SharedPrefix, kv_shareable
 
@@ -575,9 +579,6 @@ def train_sft(model: Any, tokenizer: Any, samples: Sequence[Sample], config: SFT
     t_start = time.perf_counter()
     log = (config.out / LOG_FILE).open("a", encoding="utf-8")
     step = start
-    # unpacked conversations share their prompt through the KV cache; recomputed layers keep no cache, and packed
-    # rows share it inside the row
-    min_prefix = MIN_SHARED_PREFIX if kv_shareable(config) else sys.maxsize
     checkpointing = contextlib.ExitStack()
     checkpointing.enter_context(layer_checkpointing(model, config.gradient_checkpointing))
     try:
@@ -589,7 +590,7 @@ def train_sft(model: Any, tokenizer: Any, samples: Sequence[Sample], config: SFT
             optimizer.zero_grad(set_to_none=True)
             total_loss = 0.0
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
-                prefix = SharedPrefix(model, micro, min_tokens=min_prefix)  # the shared prompt, run once
+                prefix = SharedPrefix(model, micro, enabled=kv_shareable(config))  # the shared prompt, run once
             for batch, (n, _) in zip(prefix.batches, counts, strict=True):
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
                     loss = _loss_of(sft_loss(model, batch)) * (n / n_loss)  # token-weighted mean over the step
