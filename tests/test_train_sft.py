@@ -166,6 +166,31 @@ def test_same_seed_same_run_and_resume_continues_from_the_checkpoint(turns, toke
     assert steps == [1, 2, 3, 4, 5, 6]
 
 
+def test_only_the_newest_checkpoints_stay_on_disk(turns, tokenizer, tmp_path):
+    samples = short_samples(turns)
+    (tmp_path / "k").mkdir()
+    (tmp_path / "k" / ".checkpoint-9.tmp").mkdir()  # what a crash mid-save leaves behind
+    train_sft(tiny_model(tokenizer), tokenizer, samples, config(tmp_path / "k", max_steps=5, save_every=1))
+    assert sorted(c.name for c in (tmp_path / "k").glob("*checkpoint-*")) == ["checkpoint-4", "checkpoint-5"]
+    kept = train_sft(tiny_model(tokenizer), tokenizer, samples,
+                     config(tmp_path / "all", max_steps=5, save_every=1, keep_checkpoints=0))  # fmt: skip
+    assert sorted(c.name for c in (tmp_path / "all").glob("checkpoint-*")) == [f"checkpoint-{i}" for i in range(1, 6)]
+    # what is left is enough to resume: cut at 3 with one kept, then continue to the same end
+    def stop_after_3(entry: Any) -> None:
+        if entry.step == 3:
+            raise KeyboardInterrupt
+
+    one = config(tmp_path / "one", max_steps=5, save_every=1, keep_checkpoints=1)
+    train_sft(tiny_model(tokenizer), tokenizer, samples, one, on_step=stop_after_3)
+    assert [c.name for c in (tmp_path / "one").glob("checkpoint-*")] == ["checkpoint-3"]
+    resumed = train_sft(tiny_model(tokenizer), tokenizer, samples,
+                        config(tmp_path / "one", max_steps=5, save_every=1, keep_checkpoints=1, resume=True))  # fmt: skip
+    assert resumed.losses == pytest.approx(kept.losses[3:], rel=1e-5, abs=1e-6)
+    with pytest.raises(SFTError) as exc:
+        config(tmp_path / "x", keep_checkpoints=-1)
+    assert exc.value.kind == "invalid_option"
+
+
 def test_lora_trains_only_the_adapters(turns, tokenizer, tmp_path):
     pytest.importorskip("peft")
     model = tiny_model(tokenizer)

@@ -63,6 +63,7 @@ from .sft import (
     load_weights,
     same_prompt,
     trim_log,
+    write_checkpoint,
 )
 
 if TYPE_CHECKING:
@@ -126,6 +127,8 @@ class GRPOConfig:
     concurrency: int = 8
     seed: int = 0
     save_every: int = 0
+    #: Checkpoints kept on disk, the newest (0: all); each holds the weights and the optimizer state.
+    keep_checkpoints: int = 2
     resume: bool = False
     tensorboard: bool = True
     #: How tools are stated to the model in its rollouts (``ChatTemplate``); recorded in ``final/``.
@@ -149,6 +152,7 @@ class GRPOConfig:
                   ("temperature", self.temperature > 0, "> 0 (GRPO needs sampled, varied trials)"),
                   ("max_len", self.max_len >= 2, ">= 2"), ("max_grad_norm", self.max_grad_norm > 0, "> 0"),
                   ("concurrency", self.concurrency >= 1, ">= 1"), ("save_every", self.save_every >= 0, ">= 0"),
+                  ("keep_checkpoints", self.keep_checkpoints >= 0, ">= 0 (0 keeps all)"),
                   # a packed micro-batch holds whole samples, so it must fit the longest one
                   ("batch_tokens", self.batch_tokens >= self.max_len, f">= max_len ({self.max_len})")]  # fmt: skip
         for name, ok, want in checks:
@@ -382,19 +386,12 @@ def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], count
 
 
 def _save_checkpoint(model: Any, optimizer: Any, step: int, config: GRPOConfig) -> Path:
-    """``checkpoint-N``, written to a temporary folder and renamed, so a crash never leaves a half one."""
+    """``checkpoint-N`` (see ``sft.write_checkpoint``: atomic, older ones pruned to ``keep_checkpoints``)."""
     import torch
 
-    final = config.out / f"checkpoint-{step}"
-    tmp = config.out / f".checkpoint-{step}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    torch.save({"optimizer": optimizer.state_dict(), "rng": torch.get_rng_state()}, tmp / OPTIM_FILE)
-    (tmp / STATE_FILE).write_text(json.dumps({"step": step, "config": config.to_dict()}, indent=2))
-    write_model_card(tmp, tool_prompt=config.tool_prompt)
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-    return final
+    state = {"optimizer": optimizer.state_dict(), "rng": torch.get_rng_state()}
+    return write_checkpoint(config.out, step, model, state, config.to_dict(), tool_prompt=config.tool_prompt,
+                            keep=config.keep_checkpoints)  # fmt: skip
 
 
 def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
