@@ -28,6 +28,7 @@ The last line printed is one JSON object.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -53,6 +54,30 @@ def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def sign_test(fixed: int, broke: int) -> float:
+    """Two-sided exact sign test (McNemar's exact test) of paired pass/fail outcomes: the probability, if the two
+    stages were equally good, of a split of the ``fixed + broke`` changed tasks at least this uneven. Two stages
+    evaluated on the same tasks differ on few of them, so this says more than comparing two overlapping
+    intervals."""
+    n = fixed + broke
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(fixed, broke) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def outcomes(run_dir: Path) -> dict[str, bool]:
+    """task id -> passed, for the first trial of each task of an evaluation run."""
+    from toolworld.store.runstore import RunStore
+
+    store = RunStore.open(run_dir)
+    try:
+        return {traj.task_id: bool(score is not None and score.success)
+                for traj, score, _ in store.trials() if traj.trial == 0}  # fmt: skip
+    finally:
+        store.close()
 
 
 def customer(task: Task) -> str:
@@ -122,13 +147,15 @@ class Bench:
         return (f"gguf:{gguf},temperature={temperature},max_tokens={self.args.max_tokens},tool_prompt={TOOL_PROMPT},"
                 f"n_ctx={self.args.n_ctx},kv_cache={kv_cache}")  # fmt: skip
 
-    def limits(self) -> Any:
+    def limits(self, *, sampling: bool = False) -> Any:
         """Episodes end (scored, as ``max_tokens``) before the conversation outgrows llama.cpp's context, and after
         ``--max-turns`` assistant turns: a model that loops on a read would otherwise spend minutes per episode to
-        fail the same way."""
+        fail the same way. The trials RFT and GRPO sample stop at ``--sample-max-turns`` (default the same): at
+        temperature 1 most failed trials loop to the limit, and a trial still going after it has failed anyway."""
         from toolworld.env.limits import Limits
 
-        return Limits(max_turns=self.args.max_turns, max_tokens=self.args.n_ctx - self.args.max_tokens)
+        turns = self.args.sample_max_turns if sampling and self.args.sample_max_turns else self.args.max_turns
+        return Limits(max_turns=turns, max_tokens=self.args.n_ctx - self.args.max_tokens)
 
     def cpu_sft(self) -> dict[str, Any]:
         """How SFT runs fastest on a CPU (``benchmarks/train.py``): one conversation per micro-batch under a plain
@@ -191,7 +218,7 @@ class Bench:
                            resume=(self.out / "rft" / "rft.json").exists())  # fmt: skip
         try:
             result = train_rft(self.model, self.tokenizer, self.world, self.train, k=a.rft_k, config=config,
-                               sampler=sampler, concurrency=1, limits=self.limits())  # fmt: skip
+                               sampler=sampler, concurrency=1, limits=self.limits(sampling=True))  # fmt: skip
         except SFTError as exc:
             if exc.kind != "no_successful_trials":
                 raise
@@ -207,6 +234,22 @@ class Bench:
         took = time.perf_counter() - started
         return self.evaluate("rft", self.export("rft"), took, {"trials": result.trials, "passed": result.passed,
                                                                "kept": result.kept})  # fmt: skip
+
+    def grpo_tasks(self) -> list[Task]:
+        """The training tasks GRPO samples from. ``unsolved``: those the RFT stage's k trials did not all pass. A
+        task every trial passes gives a group with one reward, whose advantages are all zero: its sampling time
+        teaches nothing, and on 2 cores sampling is half of a GRPO step. Tasks no trial passed stay (a group can
+        still differ in partial reward, and these are what GRPO is for)."""
+        if self.args.grpo_tasks == "all":
+            return list(self.train)
+        rft = self.out / "rft" / "rft.json"
+        if not rft.is_file():
+            sys.exit(f"--grpo-tasks unsolved reads the RFT stage's trials ({rft}); run the rft stage first")
+        record = json.loads(rft.read_text(encoding="utf-8"))
+        k, passed = int(record["k"]), record.get("per_task", {})
+        keep = [t for t in self.train if int(passed.get(t.id, 0)) < k]
+        print(f"[grpo] {len(keep)} of {len(self.train)} training tasks not passed by every RFT trial", flush=True)
+        return keep or list(self.train)
 
     def grpo(self) -> dict[str, Any]:
         from toolworld.rollout.backends import make_policy
@@ -225,17 +268,19 @@ class Bench:
             live.append(make_policy(self.spec(self.export("grpo-sampler", "f32"), temperature=a.temperature, kv_cache="f32")))
             return live[-1]
 
+        tasks = self.grpo_tasks()
         config = GRPOConfig(out=self.out / "grpo", group=a.group, tasks_per_step=a.tasks_per_step,
                             steps=a.grpo_steps, lr=a.grpo_lr, max_tokens=a.max_tokens, max_len=a.max_len,
+                            updates=a.grpo_updates, advantage=a.grpo_advantage, kl_coef=a.grpo_kl,
                             tool_prompt=TOOL_PROMPT, concurrency=1, seed=2, tensorboard=False, packing=False, save_every=2,
                             resume=(self.out / "grpo" / "train.jsonl").exists())  # fmt: skip
-        result = train_grpo(self.model, self.tokenizer, self.world, self.train, config, sampler=sampler,
-                            limits=self.limits())  # fmt: skip
+        result = train_grpo(self.model, self.tokenizer, self.world, tasks, config, sampler=sampler,
+                            limits=self.limits(sampling=True))  # fmt: skip
         for policy in live:
             policy.engine.close()
         took = time.perf_counter() - started
         rewards = result.rewards
-        return self.evaluate("grpo", self.export("grpo"), took, {"steps": result.steps,
+        return self.evaluate("grpo", self.export("grpo"), took, {"steps": result.steps, "tasks": len(tasks),
                                                                  "reward_first": rewards[0] if rewards else None,
                                                                  "reward_last": rewards[-1] if rewards else None})  # fmt: skip
 
@@ -278,6 +323,8 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=160, help="Tokens per assistant turn.")
     p.add_argument("--n-ctx", type=int, default=8192)
     p.add_argument("--max-turns", type=int, default=30, help="Assistant turns per evaluated or sampled episode.")
+    p.add_argument("--sample-max-turns", type=int, default=None,
+                   help="Assistant turns per RFT or GRPO trial (default: --max-turns).")
     p.add_argument("--temperature", type=float, default=1.0, help="Sampling temperature of RFT and GRPO.")
     p.add_argument("--grad-accum", type=int, default=4, help="Conversations per SFT/RFT optimizer step.")
     p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast in SFT/RFT.")
@@ -290,6 +337,11 @@ def main() -> None:
     p.add_argument("--tasks-per-step", type=int, default=4)
     p.add_argument("--grpo-steps", type=int, default=8)
     p.add_argument("--grpo-lr", type=float, default=2e-6)
+    p.add_argument("--grpo-updates", type=int, default=1, help="Optimizer steps per batch of GRPO trials.")
+    p.add_argument("--grpo-advantage", default="grpo", help="Advantage estimator (grpo, mc_grpo, gigpo, ...).")
+    p.add_argument("--grpo-kl", type=float, default=0.0, help="KL coefficient to the RFT model (0: no reference).")
+    p.add_argument("--grpo-tasks", choices=("all", "unsolved"), default="all",
+                   help="GRPO samples all training tasks, or those not every RFT trial passed.")
     args = p.parse_args()
     if args.quick:
         args.train, args.heldout, args.sft_epochs, args.rft_k = 6, 4, 1, 1
@@ -319,6 +371,14 @@ def main() -> None:
     for before in ("sft", "rft"):
         if "grpo" in by and before in by:
             out[f"grpo_gain_over_{before}"] = round(by["grpo"]["pass1"] - by[before]["pass1"], 4)
+    # paired: on the same held-out tasks, how many each stage fixed and broke against the one before it
+    names = [name for name in STAGES if name in by and by[name].get("run")]
+    for before, after in itertools.pairwise(names):
+        a, b = outcomes(args.out / by[before]["run"]), outcomes(args.out / by[after]["run"])
+        both = a.keys() & b.keys()
+        fixed = sum(1 for t in both if b[t] and not a[t])
+        broke = sum(1 for t in both if a[t] and not b[t])
+        out[f"{after}_vs_{before}"] = {"fixed": fixed, "broke": broke, "p": round(sign_test(fixed, broke), 4)}
     print(json.dumps(out))
 
 
