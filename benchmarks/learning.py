@@ -40,6 +40,7 @@ from toolworld import get_world
 from toolworld.pipeline import run
 from toolworld.tasks.generate import generate
 from toolworld.tasks.model import Task, TaskSet
+from toolworld.train.grpo import ADVANTAGES
 
 STAGES = ("base", "sft", "rft", "grpo")
 TOOL_PROMPT = "compact"
@@ -338,7 +339,7 @@ def main() -> None:
     p.add_argument("--grpo-steps", type=int, default=8)
     p.add_argument("--grpo-lr", type=float, default=2e-6)
     p.add_argument("--grpo-updates", type=int, default=1, help="Optimizer steps per batch of GRPO trials.")
-    p.add_argument("--grpo-advantage", default="grpo", help="Advantage estimator (grpo, mc_grpo, gigpo, ...).")
+    p.add_argument("--grpo-advantage", default="grpo", choices=ADVANTAGES, help="Advantage estimator.")
     p.add_argument("--grpo-kl", type=float, default=0.0, help="KL coefficient to the RFT model (0: no reference).")
     p.add_argument("--grpo-tasks", choices=("all", "unsolved"), default="all",
                    help="GRPO samples all training tasks, or those not every RFT trial passed.")
@@ -372,9 +373,9 @@ def main() -> None:
         if "grpo" in by and before in by:
             out[f"grpo_gain_over_{before}"] = round(by["grpo"]["pass1"] - by[before]["pass1"], 4)
     # paired: on the same held-out tasks, how many each stage fixed and broke against the one before it
-    names = [name for name in STAGES if name in by and by[name].get("run")]
-    for before, after in itertools.pairwise(names):
-        a, b = outcomes(args.out / by[before]["run"]), outcomes(args.out / by[after]["run"])
+    passed = {name: outcomes(args.out / by[name]["run"]) for name in STAGES if name in by and by[name].get("run")}
+    for before, after in itertools.pairwise(passed):
+        a, b = passed[before], passed[after]
         both = a.keys() & b.keys()
         fixed = sum(1 for t in both if b[t] and not a[t])
         broke = sum(1 for t in both if a[t] and not b[t])
