@@ -177,6 +177,8 @@ class Bench:
         lo, hi = wilson(wins, n)
         row = {"name": name, "pass1": wins / n if n else 0.0, "lo": lo, "hi": hi, "n": n, "successes": wins,
                "infra_errors": int(summary.get("infra_errors", 0)), "mean_reward": summary.get("mean_reward"),
+               # which part of the verdict moved: a stage can pass more while it identifies customers less
+               "components": {c: v.get("pass_rate") for c, v in (summary.get("components") or {}).items()},
                "train_wall_s": round(train_wall_s, 1), "eval_wall_s": round(time.perf_counter() - started, 1),
                "run": f"eval-{name}", **extra}  # fmt: skip
         (self.out / f"{name}.json").write_text(json.dumps(row, indent=2), encoding="utf-8")

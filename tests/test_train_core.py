@@ -24,6 +24,7 @@ from toolworld.train import (  # noqa: E402
 from toolworld.train.advantages import (  # noqa: E402
     Episode,
     Step,
+    anchor_states,
     assign,
     gigpo,
     grpo,
@@ -118,6 +119,56 @@ def test_gigpo_adds_step_advantages_within_anchor_states_of_one_task():
     with pytest.raises(TrainDataError) as err:
         gigpo([Episode("t", 1.0, 3, [Step("s0", (2, 5))])])
     assert err.value.kind == "bad_span"
+
+
+def _read_only_trial(results: list[str], wording: str = "Let me look.", trial: int = 0, drop_turn: bool = False):  # type: ignore[no-untyped-def]
+    """A hand-built info trial: every turn reads, so the world's state hash never changes."""
+    from toolworld.records.trajectory import Trajectory
+
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "policy"}, {"role": "user", "content": "status?"}]
+    for i, result in enumerate(results):
+        call = {"id": f"c{trial}{i}", "type": "function", "function": {"name": "get", "arguments": "{}"}}
+        messages += [{"role": "assistant", "content": f"{wording} {i}", "tool_calls": [call]},
+                     {"role": "tool", "tool_call_id": call["id"], "content": result}]  # fmt: skip
+    messages.append({"role": "assistant", "content": "done"})
+    turns = [{"index": i, "latency_s": 0.1, "state_hash": "db0"} for i in range(len(results) + 1 - drop_turn)]
+    return Trajectory.model_validate({"task_id": "t", "world": "retail", "seed": 0, "trial": trial, "policy": "p",
+                                      "user": "scripted", "messages": messages, "turns": turns,
+                                      "termination": "answered"})  # fmt: skip
+
+
+def test_anchor_states_tell_read_only_turns_apart_and_match_the_same_situation_across_trials():
+    a = anchor_states(_read_only_trial(["orders: #1, #2", "#1: delivered"]))
+    # one world state throughout, yet each turn stands in its own situation (what it had been shown differs)
+    assert len(a) == 3 and len(set(a)) == 3
+    # another trial shown the same things, in its own words and call ids: the same anchors, turn for turn
+    assert anchor_states(_read_only_trial(["orders: #1, #2", "#1: delivered"], wording="Checking", trial=1)) == a
+    # a trial that read another order shares the situations up to the differing result, not after
+    b = anchor_states(_read_only_trial(["orders: #1, #2", "#2: pending"], trial=2))
+    assert b[:2] == a[:2] and b[2] != a[2]
+    with pytest.raises(TrainDataError) as err:
+        anchor_states(_read_only_trial(["orders: #1, #2"], drop_turn=True))
+    assert err.value.kind == "turns_mismatch"
+
+
+def test_gigpo_on_read_only_trials_has_no_bias_by_turn_position():
+    """With the world's state as the only anchor, every turn of these trials would be one group, and a first turn
+    (discounted return gamma^2 R) would be pushed below a last one (R) in the winner itself. With observation
+    anchors each turn is compared with the same turn of the other trial."""
+    from toolworld.train.advantages import episode_from_trajectory
+
+    episodes = []
+    for trial, reward in ((0, 1.0), (1, 0.0)):
+        traj = _read_only_trial(["orders: #1, #2", "#1: delivered"], trial=trial)
+        mask = [0, 1, 1, 0, 1, 1, 0, 1, 1]  # three turns of two sampled tokens
+        sample = Sample(input_ids=list(range(len(mask))), loss_mask=mask, group="t")
+        episodes.append(episode_from_trajectory(traj, sample, reward))
+    win, lose = gigpo(episodes, gamma=0.5)
+    h = 1 / math.sqrt(2)
+    # every sampled token of the winner: episode +h plus step +h; of the loser: -h - h; prompt tokens: the episode's
+    assert [win[i] for i in (1, 4, 7)] == pytest.approx([2 * h] * 3, abs=1e-4)
+    assert [lose[i] for i in (1, 4, 7)] == pytest.approx([-2 * h] * 3, abs=1e-4)
+    assert win[0] == pytest.approx(h, abs=1e-4) and lose[0] == pytest.approx(-h, abs=1e-4)
 
 
 def test_turn_spans_are_the_runs_of_sampled_tokens():

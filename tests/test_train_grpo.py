@@ -123,6 +123,20 @@ def test_two_steps_log_checkpoint_and_save_a_loadable_final_model(two_steps, tok
     assert engine.tokenizer.encode("find_user") == tokenizer.encode("find_user")
 
 
+def test_every_scored_trial_is_written_with_its_step_and_verdict(two_steps):
+    """trials.jsonl: what each step's policy did, readable back as a Trajectory, without the token buffer."""
+    from toolworld.records.trajectory import Trajectory
+
+    out, seen = two_steps["out"], two_steps["scorer"].seen
+    lines = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["trial"]) for r in lines] == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    for record, traj in zip(lines, seen, strict=True):
+        assert record["reward"] == float(traj.trial % 2) and record["success"] == (traj.trial == 1)
+        back = Trajectory.model_validate(record["trajectory"])
+        assert back.messages == traj.messages and back.token_buffer is None and traj.token_buffer is not None
+        assert record["turns"] == traj.num_turns and record["task_id"] == traj.task_id
+
+
 def test_each_step_samples_anew_with_the_model_being_trained(two_steps):
     seen = two_steps["scorer"].seen
     assert len(seen) == 4 and {t.trial for t in seen} == {0, 1}
@@ -170,6 +184,8 @@ def test_resume_continues_at_the_next_step_and_ends_where_an_uninterrupted_run_e
                         on_step=steps.append)  # fmt: skip
     assert result.resumed_from == 1 and [s.step for s in steps] == [2] and result.final is not None
     assert [json.loads(line)["step"] for line in (out / "train.jsonl").read_text().splitlines()] == [1, 2]
+    # step 2's trials were cut back with its log line and written once more by the resumed run
+    assert [json.loads(line)["step"] for line in (out / "trials.jsonl").read_text().splitlines()] == [1, 1, 2, 2]
     reference = two_steps["model"].state_dict()
     assert all(torch.allclose(v, reference[k], atol=1e-6) for k, v in model.state_dict().items())
     with pytest.raises(GRPOError) as mismatch:
@@ -188,14 +204,16 @@ def test_a_run_killed_before_its_first_checkpoint_starts_over_and_logs_each_step
                         scorer=Recorder(), on_step=steps.append)  # fmt: skip
     assert result.resumed_from == 0 and [s.step for s in steps] == [1, 2]
     assert [json.loads(line)["step"] for line in (out / "train.jsonl").read_text().splitlines()] == [1, 2]
+    assert [json.loads(line)["step"] for line in (out / "trials.jsonl").read_text().splitlines()] == [1, 1, 2, 2]
 
 
 def test_tied_rewards_make_no_update(tokenizer, world, tasks, tmp_path):
     model = tiny_model(tokenizer)
     before = weights(model)
     steps: list[Any] = []
-    train_grpo(model, tokenizer, world, tasks[:1], config(tmp_path / "o", steps=1), scorer=Recorder(lambda t: 0.25),
-               on_step=steps.append)  # fmt: skip
+    train_grpo(model, tokenizer, world, tasks[:1], config(tmp_path / "o", steps=1, save_trials=False),
+               scorer=Recorder(lambda t: 0.25), on_step=steps.append)  # fmt: skip
+    assert not (tmp_path / "o" / "trials.jsonl").exists()  # save_trials=False
     assert not steps[0].updated and steps[0].groups == 0 and steps[0].loss is None and steps[0].reward == 0.25
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
 

@@ -263,7 +263,8 @@ def _progress(quiet: bool) -> Progress:
 def grpo(
     tasks: Annotated[Path, typer.Argument(help="A task file (`toolworld tasks generate`): the tasks to play.")],
     model: ModelOpt,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: train.jsonl, checkpoint-N/, final/.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: train.jsonl, trials.jsonl, "
+                                      "checkpoint-N/, final/.")],
     group: Annotated[int, typer.Option("--group", "-g", min=2, help="Trials per task in a step (the group whose "
                                        "rewards are compared).")] = 8,
     tasks_per_step: Annotated[int, typer.Option("--tasks-per-step", min=1, help="Tasks sampled per step.")] = 8,
@@ -271,7 +272,8 @@ def grpo(
     lr: Annotated[float, typer.Option("--lr", min=0.0, help="Learning rate (constant).")] = 1e-6,
     advantage: Annotated[str, typer.Option("--advantage", help="grpo (mean/std baseline), dr_grpo (mean only), "
                                            "mc_grpo (median) or gigpo (grpo plus a step-level advantage over turns "
-                                           "taken in the same world state).")] = "grpo",
+                                           "taken in the same situation: world state and what the user and tools "
+                                           "had said).")] = "grpo",
     kl: Annotated[float, typer.Option("--kl", min=0.0, help="KL penalty to the starting model (0: no reference "
                                       "model is kept).")] = 0.0,
     clip: Annotated[float, typer.Option("--clip", help="PPO clip range of the probability ratio.")] = 0.2,
@@ -291,6 +293,8 @@ def grpo(
     tool_prompt: ToolPromptOpt = None,
     gradient_checkpointing: CheckpointingOpt = False,
     packing: PackingOpt = True,
+    save_trials: Annotated[bool, typer.Option("--save-trials/--no-save-trials", help="Write every scored trial "
+                                              "(messages, reward, failed components) to OUT/trials.jsonl.")] = True,
     as_json: JsonOpt = False,
 ) -> None:
     """On-policy GRPO: the model plays each task --group times, and learns from how its trials compare.
@@ -307,7 +311,8 @@ def grpo(
                             kl_coef=kl, advantage=advantage, updates=updates, max_tokens=max_tokens,
                             temperature=temperature, max_len=max_len, concurrency=concurrency, seed=seed,
                             save_every=save_every, keep_checkpoints=keep_checkpoints, resume=resume,
-                            gradient_checkpointing=gradient_checkpointing, packing=packing)  # fmt: skip
+                            gradient_checkpointing=gradient_checkpointing, packing=packing,
+                            save_trials=save_trials)  # fmt: skip
     except ToolworldError as exc:
         fail_with(exc)
     if out.exists() and not out.is_dir():

@@ -63,7 +63,7 @@ class TurnRecord(BaseModel):
     finish_reason: str = "stop"
     tool_calls: int = 0
     state_hash: str = Field(default="", description="The world's state hash when the turn was taken (before its "
-                            "tool calls ran): turns of different trials in one state are GiGPO's anchor groups.")
+                            "tool calls ran); with what the agent had been shown, it makes GiGPO's anchor state.")
     meta: dict[str, Any] = Field(default_factory=dict, description="What the policy reported about the turn.")
 
 

@@ -7,6 +7,8 @@ methods suit agents whose episodes end in one verifiable reward. :func:`assign` 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -110,10 +112,39 @@ def turn_spans(loss_mask: Sequence[int]) -> list[tuple[int, int]]:
     return spans
 
 
+def anchor_states(trajectory: Trajectory) -> list[str]:
+    """The anchor state of each turn of ``trajectory`` (one per ``trajectory.turns``, in order): a hash of the
+    world's state when the turn was taken (``TurnRecord.state_hash``) and of everything the environment had shown
+    the agent by then, the system prompt, the user's messages and the tool results, in order.
+
+    Why not the world's state alone: most turns only read (every turn of an info task does), so the database is
+    the same at the first turn and at the last, and one anchor group would hold every turn of every trial. GiGPO
+    would then compare a first turn's discounted return with a last turn's and push early turns down and late
+    ones up whatever they did. Two turns share an anchor when the agent stood in the same situation: same world,
+    same answers from the user and the tools, whatever its own wording was. The agent's messages are left out,
+    since they are its actions; what they caused (a tool's result, the user's reply) is in.
+
+    Raises ``TrainDataError('turns_mismatch')`` when the assistant messages and the turns do not pair up.
+    """
+    said = sum(m.get("role") == "assistant" for m in trajectory.messages)
+    if said != len(trajectory.turns):
+        raise TrainDataError("turns_mismatch", f"trial {trajectory.trial} of {trajectory.task_id} has {said} "
+                             f"assistant messages but {len(trajectory.turns)} turns")  # fmt: skip
+    anchors, seen, turns = [], hashlib.sha256(), iter(trajectory.turns)
+    for msg in trajectory.messages:
+        if msg.get("role") == "assistant":
+            h = seen.copy()
+            h.update(next(turns).state_hash.encode())
+            anchors.append(h.hexdigest()[:16])
+        else:
+            seen.update(json.dumps([msg.get("role"), msg.get("content")], sort_keys=True, default=str).encode())
+    return anchors
+
+
 def episode_from_trajectory(trajectory: Trajectory, sample: Sample, reward: float, *,
                             truncated: bool = False) -> Episode:  # fmt: skip
     """A GiGPO ``Episode`` from a token-level trial: one step per assistant turn that sampled tokens, its
-    anchor state the world's state hash when the turn was taken (``TurnRecord.state_hash``), its span the
+    anchor state from :func:`anchor_states` (the world's state and what the agent had been shown), its span the
     turn's sampled tokens in ``sample`` (``turn_spans`` of the loss mask, in order), and the outcome reward on
     the last step (the environment gives no reward before the end).
 
@@ -121,15 +152,15 @@ def episode_from_trajectory(trajectory: Trajectory, sample: Sample, reward: floa
     that is not this trajectory's), rather than pairing states with the wrong tokens. A sample cut to its first
     tokens (``truncated``) keeps the steps of the turns it still holds.
     """
-    turns = [t for t in trajectory.turns if not t.meta.get("no_sampled_ids")]
+    turns = [(t, a) for t, a in zip(trajectory.turns, anchor_states(trajectory), strict=True)
+             if not t.meta.get("no_sampled_ids")]  # fmt: skip
     spans = turn_spans(sample.loss_mask)
     if truncated and len(spans) < len(turns):
         turns = turns[: len(spans)]
     if len(turns) != len(spans):
         raise TrainDataError("turns_mismatch", f"{len(spans)} sampled segments in the buffer but {len(turns)} turns "
                              f"that sampled tokens in trial {trajectory.trial} of {trajectory.task_id}")  # fmt: skip
-    steps = [Step(state=t.state_hash or f"turn-{t.index}", span=span, reward=0.0)
-             for t, span in zip(turns, spans, strict=True)]  # fmt: skip
+    steps = [Step(state=anchor, span=span, reward=0.0) for (_, anchor), span in zip(turns, spans, strict=True)]
     if steps:
         steps[-1].reward = reward
     return Episode(group=sample.group or trajectory.task_id, reward=reward, length=len(sample.input_ids), steps=steps)

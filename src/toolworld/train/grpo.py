@@ -6,7 +6,8 @@ One step of :func:`train_grpo`::
     trials = G episodes per task, sampled by the model itself  # HFEngine over the same weights, scripted user
     r_i    = score_trajectory(task, trial_i).reward
     A_i    = advantage(r of the task's G trials)               # grpo | dr_grpo | mc_grpo | gigpo
-             (gigpo adds, per turn's tokens, the step-level advantage over turns taken in the same world state)
+             (gigpo adds, per turn's tokens, the step-level advantage over turns taken in the same situation:
+              same world state, same user and tool messages so far)
     pi_old = trainer logprobs of the sampled tokens (no grad, once)
     repeat `updates` times: one AdamW step on policy_loss      # clipped surrogate, TIS, optional k3 KL
     engine.reset_cache()                                       # the KV prefix cache holds the old weights' keys
@@ -22,7 +23,9 @@ same weights, and the ratio between them noise. Sampling logprobs are taken at `
 untempered, so only at ``temperature=1.0`` (the default) does the logged ``logprob_gap`` measure the sampler and
 trainer disagreeing rather than the temperature, and only there is truncated importance sampling a correction.
 
-Output folder (``GRPOConfig.out``): ``train.jsonl`` (one line per step, :class:`GRPOStep`), ``checkpoint-N/``
+Output folder (``GRPOConfig.out``): ``train.jsonl`` (one line per step, :class:`GRPOStep`), ``trials.jsonl``
+(one line per trial: step, task, reward, the components it failed and the trajectory without its token buffer, so
+that what the policy learned to do can be read afterwards; ``save_trials=False`` leaves it out), ``checkpoint-N/``
 (weights, ``optimizer.pt`` with the optimizer and RNG states, ``trainer_state.json``), ``final/`` (a model folder
 that ``--policy hf:OUT/final`` loads) and, when ``torch.utils.tensorboard`` imports, ``tensorboard/``. Since the
 tasks and the sampling seeds of a step depend only on (seed, step), a resumed run samples what an uninterrupted
@@ -77,10 +80,12 @@ if TYPE_CHECKING:
     from .data import Sample
 
 __all__ = ["ADVANTAGES", "GRPOConfig", "GRPOError", "GRPOResult", "GRPOStep", "Scorer", "estimator", "pick_tasks",
-           "rollouts", "samples_from_trajectories", "train_grpo"]  # fmt: skip
+           "rollouts", "samples_from_trajectories", "train_grpo", "trial_record"]  # fmt: skip
 
 ADVANTAGES = ("grpo", "mc_grpo", "dr_grpo", "gigpo")
 TENSORBOARD_DIR = "tensorboard"
+#: One line per sampled trial (``trial_record``): what each step's policy did and how it was scored.
+TRIALS_FILE = "trials.jsonl"
 #: ``(task, trajectory) -> Score``: how a trial is rewarded (default: ``score_trajectory`` in the training world).
 Scorer = Callable[["Task", "Trajectory"], "Score"]
 # Options a resumed run must share with its checkpoint: changing them mid-run would make it another experiment.
@@ -137,6 +142,9 @@ class GRPOConfig:
     gradient_checkpointing: bool = False
     #: Pack trials into rows (see ``SFTConfig.packing``); off, each trial is its own micro-batch.
     packing: bool = True
+    #: Write every scored trial to ``trials.jsonl`` (~10 KB each on retail): a reward curve says that the policy
+    #: changed, the trials say into what (a shortcut the reward allows shows there first).
+    save_trials: bool = True
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -301,7 +309,8 @@ def samples_from_trajectories(pairs: Iterable[tuple[Trajectory, Score]], *, max_
 
 def _step_level(samples: Sequence[Sample], pairs: Sequence[tuple[Trajectory, Score]]) -> None:
     """GiGPO: per-token advantages from the episode level plus the step level, the anchor states being the world
-    states each turn was taken in (``TurnRecord.state_hash``); see :func:`toolworld.train.advantages.gigpo`."""
+    state each turn was taken in and what the agent had been shown by then (``advantages.anchor_states``); see
+    :func:`toolworld.train.advantages.gigpo`."""
     from ..tokens import TokenBuffer
     from .advantages import episode_from_trajectory, gigpo
 
@@ -403,6 +412,7 @@ def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
     ckpt = latest_checkpoint(config.out)
     if ckpt is None:  # steps logged by a run that died before its first checkpoint are run again: log them once
         trim_log(config.out / LOG_FILE, 0)
+        trim_log(config.out / TRIALS_FILE, 0)
         return 0
     state = json.loads((ckpt / STATE_FILE).read_text())
     saved = state.get("config", {})
@@ -419,7 +429,19 @@ def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
     optimizer.load_state_dict(extra["optimizer"])
     torch.set_rng_state(extra["rng"])
     trim_log(config.out / LOG_FILE, int(state["step"]))
+    trim_log(config.out / TRIALS_FILE, int(state["step"]))
     return int(state["step"])
+
+
+def trial_record(step: int, trajectory: Trajectory, score: Score) -> dict[str, Any]:
+    """One line of ``trials.jsonl``: the step that sampled the trial, its verdict (reward, success, each failed
+    component with its reason) and the trajectory without its token buffer (the ids are the training data, kept
+    in memory only; the messages say what happened). ``Trajectory.model_validate(line["trajectory"])`` reads it."""
+    return {"step": step, "task_id": trajectory.task_id, "trial": trajectory.trial, "reward": score.reward,
+            "success": score.success, "infra_error": score.infra_error or trajectory.failed_by_infra,
+            "failed": {c.name: c.reason for c in score.components if not c.passed},
+            "termination": trajectory.termination, "turns": trajectory.num_turns,
+            "trajectory": trajectory.model_dump(mode="json", exclude={"token_buffer"})}  # fmt: skip
 
 
 def _tensorboard(config: GRPOConfig) -> Any:
@@ -487,6 +509,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     result = GRPOResult(config.out, start, config.steps, resumed_from=start)
     writer = _tensorboard(config)
     log = (config.out / LOG_FILE).open("a", encoding="utf-8")
+    trials_log = (config.out / TRIALS_FILE).open("a", encoding="utf-8") if config.save_trials else None
     t_start = time.perf_counter()
     try:
         for step in range(start, config.steps):
@@ -498,6 +521,9 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                              salt=derive_seed(config.seed, step), concurrency=config.concurrency, limits=limits,
                              user=user)  # fmt: skip
             t_sampled = time.perf_counter()
+            if trials_log is not None:
+                trials_log.writelines(json.dumps(trial_record(step + 1, traj, score)) + "\n" for traj, score in pairs)
+                trials_log.flush()
             samples = samples_from_trajectories(pairs, max_len=config.max_len)
             scored = [score for traj, score in pairs if not (traj.failed_by_infra or score.infra_error)]
             assign(samples, advantage)
@@ -542,6 +568,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
         return result
     finally:
         log.close()
+        if trials_log is not None:
+            trials_log.close()
         if writer is not None:
             writer.close()
     result.checkpoint = _save_checkpoint(model, optimizer, config.steps, config)
