@@ -40,7 +40,7 @@ from toolworld import get_world
 from toolworld.pipeline import run
 from toolworld.tasks.generate import generate
 from toolworld.tasks.model import Task, TaskSet
-from toolworld.train.grpo import ADVANTAGES
+from toolworld.train.grpo import ADVANTAGES, REWARDS
 
 STAGES = ("base", "sft", "rft", "grpo")
 TOOL_PROMPT = "compact"
@@ -171,7 +171,7 @@ class Bench:
         result = run(self.world, self.heldout, self.spec(gguf, temperature=0.0), out=self.out / f"eval-{name}",
                      resume=(self.out / f"eval-{name}" / "run.db").is_file(), concurrency=1,
                      limits=self.limits())  # fmt: skip
-        summary = result.summary.to_dict() if hasattr(result.summary, "to_dict") else dict(result.summary)
+        summary = result.summary.model_dump(mode="json")  # plain values all the way down (components too)
         n = int(summary.get("scored", 0)) + int(summary.get("infra_errors", 0))
         wins = round(float(summary.get("success_rate", 0.0)) * int(summary.get("scored", 0)))
         lo, hi = wilson(wins, n)
@@ -275,6 +275,7 @@ class Bench:
         config = GRPOConfig(out=self.out / "grpo", group=a.group, tasks_per_step=a.tasks_per_step,
                             steps=a.grpo_steps, lr=a.grpo_lr, max_tokens=a.max_tokens, max_len=a.max_len,
                             updates=a.grpo_updates, advantage=a.grpo_advantage, kl_coef=a.grpo_kl,
+                            reward=a.grpo_reward,
                             tool_prompt=TOOL_PROMPT, concurrency=1, seed=2, tensorboard=False, packing=False, save_every=2,
                             resume=(self.out / "grpo" / "train.jsonl").exists())  # fmt: skip
         result = train_grpo(self.model, self.tokenizer, self.world, tasks, config, sampler=sampler,
@@ -343,6 +344,8 @@ def main() -> None:
     p.add_argument("--grpo-updates", type=int, default=1, help="Optimizer steps per batch of GRPO trials.")
     p.add_argument("--grpo-advantage", default="grpo", choices=ADVANTAGES, help="Advantage estimator.")
     p.add_argument("--grpo-kl", type=float, default=0.0, help="KL coefficient to the RFT model (0: no reference).")
+    p.add_argument("--grpo-reward", choices=REWARDS, default="partial",
+                   help="Reward of a GRPO trial: the score's weighted components, or 1 for success else 0.")
     p.add_argument("--grpo-tasks", choices=("all", "unsolved"), default="all",
                    help="GRPO samples all training tasks, or those not every RFT trial passed.")
     args = p.parse_args()

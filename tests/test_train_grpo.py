@@ -218,6 +218,29 @@ def test_tied_rewards_make_no_update(tokenizer, world, tasks, tmp_path):
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
 
 
+def test_a_success_reward_trains_only_groups_that_both_passed_and_failed(tokenizer, world, tasks, tmp_path):
+    """reward="success": partial credit (0.25 vs 0.75, neither a pass) is a tie, so no update; a pass against a
+    failure is a spread. The verdict's components are kept, only the reward is binary."""
+    partial = Recorder(lambda t: 0.25 + 0.5 * (t.trial % 2))  # rewards differ, nothing passes
+    model = tiny_model(tokenizer)
+    before = weights(model)
+    steps: list[Any] = []
+    train_grpo(model, tokenizer, world, tasks[:1], config(tmp_path / "tie", steps=1, reward="success"),
+               scorer=partial, on_step=steps.append)  # fmt: skip
+    assert not steps[0].updated and steps[0].groups == 0 and steps[0].reward == 0.0
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    lines = [json.loads(line) for line in (tmp_path / "tie" / "trials.jsonl").read_text().splitlines()]
+    assert [r["reward"] for r in lines] == [0.0, 0.0]
+    # the same partial rewards under reward="partial" do train
+    train_grpo(model, tokenizer, world, tasks[:1], config(tmp_path / "partial", steps=1), scorer=partial,
+               on_step=steps.append)  # fmt: skip
+    assert steps[1].updated and steps[1].reward == 0.5
+    # a pass against a failure is a spread under reward="success" too
+    train_grpo(model, tokenizer, world, tasks[:1], config(tmp_path / "pass", steps=1, reward="success"),
+               scorer=Recorder(lambda t: 0.3 + 0.7 * (t.trial % 2)), on_step=steps.append)  # fmt: skip
+    assert steps[2].updated and steps[2].groups == 1 and steps[2].reward == 0.5
+
+
 def test_infra_errors_take_no_part(tokenizer, world, tasks, tmp_path):
     """An unscored trial (infra error) is neither in the reward mean nor in a group: its group is left alone."""
 
@@ -263,7 +286,8 @@ def test_pick_tasks_is_fixed_by_seed_and_step(tasks):
 
 
 def test_config_errors_are_structured():
-    for bad in ({"group": 1}, {"advantage": "ppo"}, {"temperature": 0.0}, {"max_len": 100, "batch_tokens": 50}):
+    for bad in ({"group": 1}, {"advantage": "ppo"}, {"reward": "pass"}, {"temperature": 0.0},
+                {"max_len": 100, "batch_tokens": 50}):
         with pytest.raises(GRPOError) as info:
             GRPOConfig(**bad)
         assert info.value.kind == "invalid_option" and next(iter(bad)) in str(info.value)

@@ -274,6 +274,8 @@ def grpo(
                                            "mc_grpo (median) or gigpo (grpo plus a step-level advantage over turns "
                                            "taken in the same situation: world state and what the user and tools "
                                            "had said).")] = "grpo",
+    reward: Annotated[str, typer.Option("--reward", help="partial (the score's weighted components) or success "
+                                        "(1 for a passed trial, else 0: only groups with both train).")] = "partial",
     kl: Annotated[float, typer.Option("--kl", min=0.0, help="KL penalty to the starting model (0: no reference "
                                       "model is kept).")] = 0.0,
     clip: Annotated[float, typer.Option("--clip", help="PPO clip range of the probability ratio.")] = 0.2,
@@ -308,7 +310,7 @@ def grpo(
 
     try:
         config = GRPOConfig(out=out, group=group, tasks_per_step=tasks_per_step, steps=steps, lr=lr, clip=clip,
-                            kl_coef=kl, advantage=advantage, updates=updates, max_tokens=max_tokens,
+                            kl_coef=kl, advantage=advantage, reward=reward, updates=updates, max_tokens=max_tokens,
                             temperature=temperature, max_len=max_len, concurrency=concurrency, seed=seed,
                             save_every=save_every, keep_checkpoints=keep_checkpoints, resume=resume,
                             gradient_checkpointing=gradient_checkpointing, packing=packing,

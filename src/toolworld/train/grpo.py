@@ -79,17 +79,19 @@ if TYPE_CHECKING:
     from ..world.world import World
     from .data import Sample
 
-__all__ = ["ADVANTAGES", "GRPOConfig", "GRPOError", "GRPOResult", "GRPOStep", "Scorer", "estimator", "pick_tasks",
-           "rollouts", "samples_from_trajectories", "train_grpo", "trial_record"]  # fmt: skip
+__all__ = ["ADVANTAGES", "REWARDS", "GRPOConfig", "GRPOError", "GRPOResult", "GRPOStep", "Scorer", "estimator",
+           "pick_tasks", "rollouts", "samples_from_trajectories", "success_only", "train_grpo", "trial_record"]  # fmt: skip
 
 ADVANTAGES = ("grpo", "mc_grpo", "dr_grpo", "gigpo")
+#: What a trial is rewarded with: the scorer's weighted components (``partial``) or 1 for success, else 0.
+REWARDS = ("partial", "success")
 TENSORBOARD_DIR = "tensorboard"
 #: One line per sampled trial (``trial_record``): what each step's policy did and how it was scored.
 TRIALS_FILE = "trials.jsonl"
 #: ``(task, trajectory) -> Score``: how a trial is rewarded (default: ``score_trajectory`` in the training world).
 Scorer = Callable[["Task", "Trajectory"], "Score"]
 # Options a resumed run must share with its checkpoint: changing them mid-run would make it another experiment.
-_RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "lr", "clip", "tis_cap", "kl_coef", "updates",
+_RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "reward", "lr", "clip", "tis_cap", "kl_coef", "updates",
                 "max_tokens", "temperature", "max_len")  # fmt: skip
 
 
@@ -120,6 +122,8 @@ class GRPOConfig:
     tis_cap: float | None = 2.0
     kl_coef: float = 0.0
     advantage: str = "grpo"
+    #: ``partial``: the score's reward (weighted components); ``success``: 1.0 when the trial succeeded, else 0.0.
+    reward: str = "partial"
     updates: int = 1
     max_tokens: int = 512
     temperature: float = 1.0
@@ -156,6 +160,7 @@ class GRPOConfig:
                   ("tis_cap", self.tis_cap is None or self.tis_cap >= 1, ">= 1 or None"),
                   ("kl_coef", self.kl_coef >= 0, ">= 0"), ("advantage", self.advantage in ADVANTAGES,
                                                             f"one of {', '.join(ADVANTAGES)}"),
+                  ("reward", self.reward in REWARDS, f"one of {', '.join(REWARDS)}"),
                   ("updates", self.updates >= 1, ">= 1"), ("max_tokens", self.max_tokens >= 1, ">= 1"),
                   ("temperature", self.temperature > 0, "> 0 (GRPO needs sampled, varied trials)"),
                   ("max_len", self.max_len >= 2, ">= 2"), ("max_grad_norm", self.max_grad_norm > 0, "> 0"),
@@ -433,6 +438,23 @@ def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
     return int(state["step"])
 
 
+def success_only(scorer: Scorer) -> Scorer:
+    """``scorer`` with its reward replaced by 1.0 for a success and 0.0 otherwise (components and verdict kept).
+
+    Why: partial credit lets the trials of a group differ on a component that is not the point of the task (the
+    customer identified or not, while every trial reads the wrong order), and GRPO then moves the policy on that
+    component alone; with few tasks per step that is a drift the held-out tasks pay for. With a binary reward only
+    groups where some trials succeeded and others failed carry an advantage, and since the trials' shared tokens
+    get advantages that sum to zero, the update falls on where the winners and losers parted.
+    """
+
+    def rewarded(task: Task, trajectory: Trajectory) -> Score:
+        score = scorer(task, trajectory)
+        return score.model_copy(update={"reward": 1.0 if score.success and not score.infra_error else 0.0})
+
+    return rewarded
+
+
 def trial_record(step: int, trajectory: Trajectory, score: Score) -> dict[str, Any]:
     """One line of ``trials.jsonl``: the step that sampled the trial, its verdict (reward, success, each failed
     component with its reason) and the trajectory without its token buffer (the ids are the training data, kept
@@ -506,6 +528,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     policy = TokenPolicy(engine, tokenizer, name="grpo", max_tokens=config.max_tokens, temperature=config.temperature,
                          tool_prompt=config.tool_prompt)  # fmt: skip
     advantage = estimator(config.advantage)
+    if config.reward == "success":
+        scorer = success_only(scorer or (lambda task, traj: score_trajectory(task, traj, world=world)))
     result = GRPOResult(config.out, start, config.steps, resumed_from=start)
     writer = _tensorboard(config)
     log = (config.out / LOG_FILE).open("a", encoding="utf-8")
