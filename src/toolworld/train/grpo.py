@@ -4,7 +4,7 @@ One step of :func:`train_grpo`::
 
     tasks  = pick_tasks(tasks, N, seed, step)                 # deterministic per (seed, step)
     trials = G episodes per task, sampled by the model itself  # HFEngine over the same weights, scripted user
-    r_i    = score_trajectory(task, trial_i).reward
+    r_i    = score_trajectory(task, trial_i).reward               # reward="success": 1 if it succeeded else 0
     A_i    = advantage(r of the task's G trials)               # grpo | dr_grpo | mc_grpo | gigpo
              (gigpo adds, per turn's tokens, the step-level advantage over turns taken in the same situation:
               same world state, same user and tool messages so far)
@@ -441,11 +441,12 @@ def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
 def success_only(scorer: Scorer) -> Scorer:
     """``scorer`` with its reward replaced by 1.0 for a success and 0.0 otherwise (components and verdict kept).
 
-    Why: partial credit lets the trials of a group differ on a component that is not the point of the task (the
-    customer identified or not, while every trial reads the wrong order), and GRPO then moves the policy on that
-    component alone; with few tasks per step that is a drift the held-out tasks pay for. With a binary reward only
-    groups where some trials succeeded and others failed carry an advantage, and since the trials' shared tokens
-    get advantages that sum to zero, the update falls on where the winners and losers parted.
+    Why: partial credit ranks failures against each other (customer identified but the wrong order read, 0.4,
+    above a failed look-up, 0.15), so groups in which nothing succeeded still train, on components that are not
+    the point of the task, and a policy can trade one component for another (skip identifying the customer and
+    still state the answer: 0.75). With a binary reward only groups where some trials succeeded and others failed
+    carry an advantage; the tokens those trials share get advantages that sum to zero, so the update falls where
+    winners and losers parted. The price: fewer groups train (none where every trial failed).
     """
 
     def rewarded(task: Task, trajectory: Trajectory) -> Score:
