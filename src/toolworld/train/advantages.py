@@ -152,15 +152,15 @@ def episode_from_trajectory(trajectory: Trajectory, sample: Sample, reward: floa
     that is not this trajectory's), rather than pairing states with the wrong tokens. A sample cut to its first
     tokens (``truncated``) keeps the steps of the turns it still holds.
     """
-    turns = [(t, a) for t, a in zip(trajectory.turns, anchor_states(trajectory), strict=True)
-             if not t.meta.get("no_sampled_ids")]  # fmt: skip
+    anchors = [a for t, a in zip(trajectory.turns, anchor_states(trajectory), strict=True)
+               if not t.meta.get("no_sampled_ids")]  # fmt: skip
     spans = turn_spans(sample.loss_mask)
-    if truncated and len(spans) < len(turns):
-        turns = turns[: len(spans)]
-    if len(turns) != len(spans):
-        raise TrainDataError("turns_mismatch", f"{len(spans)} sampled segments in the buffer but {len(turns)} turns "
+    if truncated and len(spans) < len(anchors):
+        anchors = anchors[: len(spans)]
+    if len(anchors) != len(spans):
+        raise TrainDataError("turns_mismatch", f"{len(spans)} sampled segments in the buffer but {len(anchors)} turns "
                              f"that sampled tokens in trial {trajectory.trial} of {trajectory.task_id}")  # fmt: skip
-    steps = [Step(state=anchor, span=span, reward=0.0) for (_, anchor), span in zip(turns, spans, strict=True)]
+    steps = [Step(state=anchor, span=span, reward=0.0) for anchor, span in zip(anchors, spans, strict=True)]
     if steps:
         steps[-1].reward = reward
     return Episode(group=sample.group or trajectory.task_id, reward=reward, length=len(sample.input_ids), steps=steps)

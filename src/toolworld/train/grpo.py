@@ -4,7 +4,7 @@ One step of :func:`train_grpo`::
 
     tasks  = pick_tasks(tasks, N, seed, step)                 # deterministic per (seed, step)
     trials = G episodes per task, sampled by the model itself  # HFEngine over the same weights, scripted user
-    r_i    = score_trajectory(task, trial_i).reward               # reward="success": 1 if it succeeded else 0
+    r_i    = score_trajectory(task, trial_i).reward            # reward="success": 1 if it succeeded, else 0
     A_i    = advantage(r of the task's G trials)               # grpo | dr_grpo | mc_grpo | gigpo
              (gigpo adds, per turn's tokens, the step-level advantage over turns taken in the same situation:
               same world state, same user and tool messages so far)
@@ -416,8 +416,8 @@ def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
 
     ckpt = latest_checkpoint(config.out)
     if ckpt is None:  # steps logged by a run that died before its first checkpoint are run again: log them once
-        trim_log(config.out / LOG_FILE, 0)
-        trim_log(config.out / TRIALS_FILE, 0)
+        for log in (LOG_FILE, TRIALS_FILE):
+            trim_log(config.out / log, 0)
         return 0
     state = json.loads((ckpt / STATE_FILE).read_text())
     saved = state.get("config", {})
@@ -433,8 +433,8 @@ def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
     extra = torch.load(ckpt / OPTIM_FILE, weights_only=False)
     optimizer.load_state_dict(extra["optimizer"])
     torch.set_rng_state(extra["rng"])
-    trim_log(config.out / LOG_FILE, int(state["step"]))
-    trim_log(config.out / TRIALS_FILE, int(state["step"]))
+    for log in (LOG_FILE, TRIALS_FILE):
+        trim_log(config.out / log, int(state["step"]))
     return int(state["step"])
 
 
