@@ -21,6 +21,11 @@ Goal: >= 30 points of held-out pass^1 gained by SFT over the base model, and GRP
 
     python benchmarks/learning.py --out runs/learning                 # the benchmark (run it in the background)
     python benchmarks/learning.py --out /tmp/lq --quick                # a few tasks and steps: does it all run?
+    python benchmarks/learning.py --out runs/learning-gpu --engine hf --device cuda   # the GPU recipe (see below)
+
+``--engine hf --device cuda`` trains on the GPU, evaluates each stage with transformers there, and lets RFT and
+GRPO sample with the very model being trained (no GGUF export, no llama.cpp): what to run where a GPU is at hand,
+with more tasks, larger groups and more GRPO steps than fit 2 CPU cores (``docs/benchmarks.md`` has the command).
 
 The last line printed is one JSON object.
 """
@@ -103,6 +108,23 @@ def make_tasks(out: Path, n_train: int, n_heldout: int, seed_train: int, seed_he
     return train.tasks, [t for t, _ in keep]
 
 
+def fresh_tasks(out: Path, n: int, seed: int, mix: str | None, train: list[Task], heldout: list[Task]) -> list[Task]:
+    """``n`` tasks for GRPO that SFT never saw: another generator seed, no held-out customer and no training task
+    among them (kept in ``OUT/grpo-pool.jsonl``, so a resumed run samples the same pool)."""
+    pool_file = out / "grpo-pool.jsonl"
+    if pool_file.is_file():
+        return TaskSet.load(pool_file).tasks
+    held = {customer(t) for t in heldout}
+    known = {t.id for t in train} | {t.id for t in heldout}
+    pool = generate("retail", n * 2, seed=seed, sampler=mix)
+    keep = [(t, line) for t, line in zip(pool.tasks, pool.lines, strict=True)
+            if customer(t) not in held and t.id not in known][:n]  # fmt: skip
+    if len(keep) < n:
+        sys.exit(f"only {len(keep)} fresh GRPO tasks with customers outside the held-out set; lower --grpo-pool")
+    pool_file.write_text("".join(line + "\n" for _, line in keep), encoding="utf-8")
+    return [t for t, _ in keep]
+
+
 class Bench:
     """The stages, their outputs under ``out`` and the curve so far."""
 
@@ -124,7 +146,7 @@ class Bench:
         from toolworld.train.sft import load_model
 
         if self.model is None or folder is not None:
-            self.model, self.tokenizer, path = load_model(str(folder) if folder else "smollm2")
+            self.model, self.tokenizer, path = load_model(str(folder) if folder else "smollm2", device=self.args.device)
             if folder is None:
                 self.base_gguf = path
         if self.base_gguf is None:
@@ -142,9 +164,21 @@ class Bench:
         path.parent.mkdir(parents=True, exist_ok=True)
         return export_gguf(self.model, path, base_gguf=self.base_gguf, dtype=dtype, tool_prompt=TOOL_PROMPT)
 
+    def weights(self, name: str) -> Path:
+        """What stage ``name`` is evaluated from: a fresh GGUF export for llama.cpp, or (``--engine hf``) the
+        weights as the stage saved them (the base: the embedded GGUF, which transformers dequantizes)."""
+        if self.args.engine == "llamacpp":
+            return self.export(name)
+        assert self.base_gguf is not None
+        return self.base_gguf if name == "base" else self.out / name / "final"
+
     def spec(self, gguf: Path, *, temperature: float, kv_cache: str = "f16") -> str:
         """The llama.cpp policy: evaluation keeps its default f16 KV cache; the RFT and GRPO samplers take a
-        float32 one, since GRPO's importance ratios compare their logprobs with the trainer's."""
+        float32 one, since GRPO's importance ratios compare their logprobs with the trainer's. ``--engine hf``:
+        transformers on ``--device`` (the GPU recipe), where RFT and GRPO sample with the model being trained."""
+        if self.args.engine == "hf":
+            return (f"hf:{gguf},device={self.args.device},temperature={temperature},max_tokens={self.args.max_tokens},"
+                    f"tool_prompt={TOOL_PROMPT}")  # fmt: skip
         return (f"gguf:{gguf},temperature={temperature},max_tokens={self.args.max_tokens},tool_prompt={TOOL_PROMPT},"
                 f"n_ctx={self.args.n_ctx},kv_cache={kv_cache}")  # fmt: skip
 
@@ -188,7 +222,7 @@ class Bench:
 
     def base(self) -> dict[str, Any]:
         self.load()
-        return self.evaluate("base", self.export("base"), 0.0, {})
+        return self.evaluate("base", self.weights("base"), 0.0, {})
 
     def sft(self) -> dict[str, Any]:
         from toolworld.train.sft import SFTConfig, sft_samples, train_sft
@@ -203,7 +237,7 @@ class Bench:
                            resume=(self.out / "sft" / "train.jsonl").exists())  # fmt: skip
         result = train_sft(self.model, self.tokenizer, samples, config)
         took = time.perf_counter() - started
-        return self.evaluate("sft", self.export("sft"), took, {"samples": len(samples), "steps": result.steps,
+        return self.evaluate("sft", self.weights("sft"), took, {"samples": len(samples), "steps": result.steps,
                                                                "first_loss": result.first_loss,
                                                                "final_loss": result.final_loss})  # fmt: skip
 
@@ -215,13 +249,16 @@ class Bench:
         self.load(self.out / "sft" / "final")
         a = self.args
         started = time.perf_counter()
-        sampler = make_policy(self.spec(self.out / "sft" / "model.gguf", temperature=a.temperature, kv_cache="f32"))
+        hf = a.engine == "hf"  # the model being trained samples (no export); else llama.cpp over the SFT export
+        sampler = None if hf else make_policy(self.spec(self.out / "sft" / "model.gguf", temperature=a.temperature,
+                                                        kv_cache="f32"))  # fmt: skip
         config = SFTConfig(out=self.out / "rft", lr=a.rft_lr, epochs=a.rft_epochs, max_len=a.max_len,
                            batch_tokens=max(a.batch_tokens, a.max_len), tool_prompt=TOOL_PROMPT, seed=1, **self.cpu_sft(),
                            resume=(self.out / "rft" / "rft.json").exists())  # fmt: skip
         try:
             result = train_rft(self.model, self.tokenizer, self.world, self.train, k=a.rft_k, config=config,
-                               sampler=sampler, concurrency=1, limits=self.limits(sampling=True))  # fmt: skip
+                               sampler=sampler, concurrency=1, limits=self.limits(sampling=True),
+                               max_tokens=a.max_tokens, temperature=a.temperature)  # fmt: skip
         except SFTError as exc:
             if exc.kind != "no_successful_trials":
                 raise
@@ -233,18 +270,25 @@ class Bench:
             print(f"[rft] {exc}", flush=True)
             return row
         finally:
-            sampler.engine.close()
+            if sampler is not None:
+                sampler.engine.close()
         took = time.perf_counter() - started
-        return self.evaluate("rft", self.export("rft"), took, {"trials": result.trials, "passed": result.passed,
+        return self.evaluate("rft", self.weights("rft"), took, {"trials": result.trials, "passed": result.passed,
                                                                "kept": result.kept})  # fmt: skip
 
     def grpo_tasks(self) -> list[Task]:
         """The training tasks GRPO samples from. ``unsolved``: those the RFT stage's k trials did not all pass. A
         task every trial passes gives a group with one reward, whose advantages are all zero: its sampling time
         teaches nothing, and on 2 cores sampling is half of a GRPO step. Tasks no trial passed stay (a group can
-        still differ in partial reward, and these are what GRPO is for)."""
+        still differ in partial reward, and these are what GRPO is for). ``fresh``: ``--grpo-pool`` new tasks
+        (:func:`fresh_tasks`). SFT drove the loss on its own training conversations to ~0.02, so the policy's
+        trials on them show how it strays from a memorised answer; on tasks it never saw they show what it does
+        on held-out ones, which is what GRPO should change."""
         if self.args.grpo_tasks == "all":
             return list(self.train)
+        if self.args.grpo_tasks == "fresh":
+            a = self.args
+            return fresh_tasks(self.out, a.grpo_pool, a.seed_grpo, a.mix, self.train, self.heldout)
         rft = self.out / "rft" / "rft.json"
         if not rft.is_file():
             sys.exit(f"--grpo-tasks unsolved reads the RFT stage's trials ({rft}); run the rft stage first")
@@ -275,16 +319,17 @@ class Bench:
         config = GRPOConfig(out=self.out / "grpo", group=a.group, tasks_per_step=a.tasks_per_step,
                             steps=a.grpo_steps, lr=a.grpo_lr, max_tokens=a.max_tokens, max_len=a.max_len,
                             updates=a.grpo_updates, advantage=a.grpo_advantage, kl_coef=a.grpo_kl,
-                            reward=a.grpo_reward,
-                            tool_prompt=TOOL_PROMPT, concurrency=1, seed=2, tensorboard=False, packing=False, save_every=2,
+                            reward=a.grpo_reward, temperature=a.temperature,
+                            tool_prompt=TOOL_PROMPT, concurrency=1, seed=a.grpo_seed, tensorboard=False, packing=False, save_every=2,
                             resume=(self.out / "grpo" / "train.jsonl").exists())  # fmt: skip
-        result = train_grpo(self.model, self.tokenizer, self.world, tasks, config, sampler=sampler,
+        result = train_grpo(self.model, self.tokenizer, self.world, tasks, config,
+                            sampler=sampler if a.engine == "llamacpp" else None,
                             limits=self.limits(sampling=True))  # fmt: skip
         for policy in live:
             policy.engine.close()
         took = time.perf_counter() - started
         rewards = result.rewards
-        return self.evaluate("grpo", self.export("grpo"), took, {"steps": result.steps, "tasks": len(tasks),
+        return self.evaluate("grpo", self.weights("grpo"), took, {"steps": result.steps, "tasks": len(tasks),
                                                                  "reward_first": rewards[0] if rewards else None,
                                                                  "reward_last": rewards[-1] if rewards else None})  # fmt: skip
 
@@ -302,6 +347,8 @@ class Bench:
 
         curve = self.curve()
         for row in curve["stages"]:
+            if "run" not in row:  # a stage with no evaluation of its own (an RFT that had nothing to reinforce)
+                continue
             folder = self.out / row["run"]
             (folder / "learning.json").write_text(json.dumps(curve, indent=2), encoding="utf-8")
             try:
@@ -326,6 +373,10 @@ def main() -> None:
     p.add_argument("--batch-tokens", type=int, default=8192, help="Tokens per packed micro-batch (memory grows with it).")
     p.add_argument("--max-tokens", type=int, default=160, help="Tokens per assistant turn.")
     p.add_argument("--n-ctx", type=int, default=8192)
+    p.add_argument("--engine", choices=("llamacpp", "hf"), default="llamacpp",
+                   help="What evaluates and samples: llama.cpp over GGUF exports (fastest on a CPU), or transformers "
+                        "on --device, RFT and GRPO sampling with the model being trained (the GPU recipe).")
+    p.add_argument("--device", default="cpu", help="Where training (and --engine hf) runs: cpu, cuda, cuda:1, mps.")
     p.add_argument("--max-turns", type=int, default=30, help="Assistant turns per evaluated or sampled episode.")
     p.add_argument("--sample-max-turns", type=int, default=None,
                    help="Assistant turns per RFT or GRPO trial (default: --max-turns).")
@@ -346,8 +397,11 @@ def main() -> None:
     p.add_argument("--grpo-kl", type=float, default=0.0, help="KL coefficient to the RFT model (0: no reference).")
     p.add_argument("--grpo-reward", choices=REWARDS, default="partial",
                    help="Reward of a GRPO trial: the score's weighted components, or 1 for success else 0.")
-    p.add_argument("--grpo-tasks", choices=("all", "unsolved"), default="all",
-                   help="GRPO samples all training tasks, or those not every RFT trial passed.")
+    p.add_argument("--grpo-tasks", choices=("all", "unsolved", "fresh"), default="all",
+                   help="GRPO samples all training tasks, those not every RFT trial passed, or --grpo-pool new ones.")
+    p.add_argument("--grpo-seed", type=int, default=2, help="Seed of GRPO's task draws and sampling.")
+    p.add_argument("--grpo-pool", type=int, default=200, help="New tasks GRPO samples from (--grpo-tasks fresh).")
+    p.add_argument("--seed-grpo", type=int, default=303, help="Generator seed of the --grpo-tasks fresh pool.")
     args = p.parse_args()
     if args.quick:
         args.train, args.heldout, args.sft_epochs, args.rft_k = 6, 4, 1, 1
