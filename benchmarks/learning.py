@@ -406,6 +406,8 @@ def main() -> None:
     if args.quick:
         args.train, args.heldout, args.sft_epochs, args.rft_k = 6, 4, 1, 1
         args.group, args.tasks_per_step, args.grpo_steps, args.max_tokens = 2, 2, 1, 64
+    if args.grpo_pool < 1:
+        p.error(f"--grpo-pool must be >= 1, got {args.grpo_pool}")
     stages = [s.strip() for s in args.stages.split(",") if s.strip()]
     unknown = sorted(set(stages) - set(STAGES))
     if unknown:
