@@ -119,6 +119,7 @@ def test_spec_forms_and_parsing_come_from_the_registrations():
     ("openai:", "model name"),
     ("openai:m,temprature=0.1", "unknown openai option"),
     ("hf:", "needs a path"),
+    ("hf:./model,max_batch=0", "max_batch=0 for hf: must be >= 1"),
     ("vllm:model-without-url", "MODEL@URL"),
     ("gold:drop=0.1,drop=0.2", "twice"),
 ])  # fmt: skip

@@ -516,3 +516,129 @@ def test_prompt_retry_takes_back_only_prompt_tokens(smol_tok):
     assert conv.prompt_ids(msgs) == again
     with pytest.raises(ValueError, match="message 4"):
         conv.record_sampled([5], [-0.1], 3)
+
+
+# ------------------------------------------------------------------------------ the hf engine, batched decoding
+
+
+def _alone(engine: Any, req: Any) -> Generation:
+    return engine.generate_sync(req.prompt_ids, max_tokens=req.max_tokens, temperature=req.temperature,
+                                stop_ids=req.stop_ids, seed=req.seed)  # fmt: skip
+
+
+def test_hf_batched_rows_get_what_they_would_alone(smol_tok, tiny_lm):
+    """Prompts of different lengths, temperatures, seeds, budgets and stops decoded as one batch: every row gets
+    the ids, finish reason and logprobs it gets when decoded alone (left padding, masks and per-row positions
+    are right), and rows that stop early leave the batch without disturbing the others."""
+    pytest.importorskip("torch")
+    from toolworld.rollout.engines.hf import BatchRequest, HFEngine
+
+    alone = HFEngine(model=tiny_lm, tokenizer=smol_tok, device="cpu", prefix_cache=False)
+    batched = HFEngine(model=tiny_lm, tokenizer=smol_tok, device="cpu", max_batch=8)
+    prompts = [list(range(100, 100 + n)) for n in (5, 41, 12, 90, 3, 2045)]
+    reqs = [BatchRequest(p, 12, t, [SMOL_IM_END], s)
+            for p, t, s in zip(prompts, (0.0, 1.0, 0.7, 0.0, 1.3, 0.0), (1, 2, 3, 4, 5, 6), strict=True)]  # fmt: skip
+    reqs[2].max_tokens = 3
+    greedy = _alone(alone, reqs[3])
+    reqs[3].stop_ids = [greedy.ids[4]]  # stops on its fifth id, long before the others
+    reqs.insert(1, BatchRequest([], 5, 1.0, [], 9))  # nothing to continue: an empty generation, as alone
+    expected = [_alone(alone, r) for r in reqs]
+    got = batched.generate_batch_sync(reqs)
+    assert [g.ids for g in got] == [e.ids for e in expected]
+    assert [g.finish_reason for g in got] == [e.finish_reason for e in expected]
+    for g, e in zip(got, expected, strict=True):
+        assert g.logprobs == pytest.approx(e.logprobs, abs=1e-4)
+    assert got[1].ids == [] and got[4].finish_reason == "stop" and len(got[4].ids) == 5
+    assert len(got[3].ids) == 3 and got[3].finish_reason == "length"
+    assert len(got[6].ids) == 3  # 2045 prompt ids in a 2048-token context leave room for 3
+    assert len({tuple(g.ids) for g in got[2:6]}) == 4  # the rows are not one row repeated
+
+
+def test_hf_batched_engine_serves_concurrent_turns_together(smol_tok, tiny_lm):
+    """Turns that arrive together are decoded together, ``max_batch`` at a time; a failing batch fails only its
+    own calls (as an InfraError), and the next batch runs."""
+    torch = pytest.importorskip("torch")
+    import asyncio
+
+    from toolworld.core.errors import InfraError
+    from toolworld.rollout.engines.hf import HFEngine
+
+    engine = HFEngine(model=tiny_lm, tokenizer=smol_tok, device="cpu", max_batch=2)
+    sizes: list[int] = []
+    real = engine.generate_batch_sync
+
+    def recording(requests: Any) -> Any:
+        sizes.append(len(requests))
+        return real(requests)
+
+    engine.generate_batch_sync = recording  # type: ignore[method-assign]
+    kw = {"max_tokens": 4, "temperature": 1.0, "stop_ids": []}
+
+    async def many(n: int) -> list[Any]:
+        return await asyncio.gather(*(engine.generate(list(range(50, 60 + i)), seed=i, **kw) for i in range(n)),
+                                    return_exceptions=True)  # fmt: skip
+
+    got = run(many(5))
+    assert sizes == [2, 2, 1]
+    assert len(engine._rows) == 4  # the pool keeps the 2 * max_batch most recent rows
+    alone = HFEngine(model=tiny_lm, tokenizer=smol_tok, device="cpu", prefix_cache=False)
+    assert [g.ids for g in got] == [alone.generate_sync(list(range(50, 60 + i)), seed=i, **kw).ids for i in range(5)]
+
+    def broken(requests: Any) -> Any:
+        if len(sizes) == 3:
+            sizes.append(len(requests))
+            raise RuntimeError("CUDA out of memory")
+        return recording(requests)
+
+    engine.generate_batch_sync = broken  # type: ignore[method-assign]
+    got = run(many(3))
+    assert sizes[3:] == [2, 1]
+    assert all(isinstance(g, InfraError) and "out of memory" in str(g) for g in got[:2])
+    assert isinstance(got[2], Generation) and len(got[2].ids) == 4
+    with pytest.raises(ValueError, match="max_batch"):
+        HFEngine(model=tiny_lm, tokenizer=smol_tok, device="cpu", max_batch=0)
+    assert torch is not None
+
+
+def test_hf_batched_episodes_keep_their_own_tokens(smol_tok, tiny_lm):
+    """Two episodes whose turns are decoded in one batch: each buffer holds its own sampled ids, and a
+    teacher-forced pass over each conversation gives back the logprobs recorded in the batch."""
+    torch = pytest.importorskip("torch")
+    import asyncio
+
+    from toolworld.rollout.engines.hf import HFEngine
+
+    engine = HFEngine(model=tiny_lm, tokenizer=smol_tok, device="cpu", max_batch=4)
+    prefilled: list[int] = []
+    forward = engine._forward
+
+    def counting(ids: list[int], cache: Any) -> Any:
+        prefilled.append(len(ids))
+        return forward(ids, cache)
+
+    engine._forward = counting  # type: ignore[method-assign]
+    temperature = 0.8
+    policy = TokenPolicy(engine, name="tiny", max_tokens=6, temperature=temperature)
+    sessions = [policy.start(tools=[], seed=seed) for seed in (7, 8)]
+    convs: list[list[dict[str, Any]]] = [[{"role": "user", "content": f"Hi there{'!' * k}"}] for k in range(2)]
+
+    async def turns() -> None:
+        for n in range(2):
+            done = await asyncio.gather(*(s.respond(m) for s, m in zip(sessions, convs, strict=True)))
+            for turn, msgs in zip(done, convs, strict=True):
+                msgs += [turn.to_message(), {"role": "user", "content": f"And then ({n})?"}]
+
+    run(turns())
+    assert sessions[0].buffer.sampled_ids() != sessions[1].buffer.sampled_ids()
+    # Only the first row of the first batch reads its whole prompt; the second copies the system prompt it shares
+    # with it, and each second turn reads only what is new since its own first turn (the prefix cache per row).
+    spans = [s.buffer.to_dict()["sampled_spans"] for s in sessions]
+    assert prefilled[0] == spans[0][0][0] and 0 < prefilled[1] < spans[1][0][0]
+    assert sorted(prefilled[2:]) == sorted(second[0] - (first[1] - 1) for first, second in spans)
+    for session in sessions:
+        buf = session.buffer
+        with torch.inference_mode():
+            logits = tiny_lm(input_ids=torch.tensor([buf.ids])).logits[0].float()
+        logp = torch.log_softmax(logits / temperature, dim=-1)
+        recomputed = [float(logp[pos - 1, buf.ids[pos]]) for pos in range(len(buf.ids)) if buf.mask[pos]]
+        assert recomputed == pytest.approx(buf.sampled_logprobs(), abs=2e-3)

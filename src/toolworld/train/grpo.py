@@ -499,7 +499,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     """
     import torch
 
-    from ..rollout.engines.hf import HFEngine
+    from ..rollout.engines.hf import sampling_engine
     from ..rollout.token_policy import TokenPolicy
     from ..tokens.tokenizers import load_tokenizer
     from .advantages import assign
@@ -512,9 +512,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     tokenizer = load_tokenizer(tokenizer)
     torch.manual_seed(config.seed)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
-    first = next(model.parameters())
     if engine is None:
-        engine = HFEngine(model=model, tokenizer=tokenizer, device=str(first.device), prefix_cache=True)
+        engine = sampling_engine(model, tokenizer, concurrency=config.concurrency)
     elif engine.model is not model:
         raise GRPOError("engine= must wrap the model being trained (HFEngine(model=model, ...)), or GRPO would "
                         "train on another policy's samples", kind="invalid_option")  # fmt: skip

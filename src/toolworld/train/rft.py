@@ -83,7 +83,7 @@ def train_rft(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], *
     (no trial passed: a model that never solves a task has nothing to reinforce; start from an SFT model) and
     those of ``train_sft``.
     """
-    from ..rollout.engines.hf import HFEngine
+    from ..rollout.engines.hf import sampling_engine
     from ..rollout.token_policy import TokenPolicy
     from ..tokens.tokenizers import load_tokenizer
 
@@ -109,8 +109,7 @@ def train_rft(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], *
         engine = None
         same_prompt(sampler, config.tool_prompt, SFTError)
         if sampler is None:
-            first = next(model.parameters())
-            engine = HFEngine(model=model, tokenizer=tokenizer, device=str(first.device), prefix_cache=True)
+            engine = sampling_engine(model, tokenizer, concurrency=concurrency)
             sampler = TokenPolicy(engine, tokenizer, name="rft", max_tokens=max_tokens, temperature=temperature,
                                   tool_prompt=config.tool_prompt)  # fmt: skip
         pairs = rollouts(world, tasks, sampler, trials=k, scorer=scorer, concurrency=concurrency, limits=limits,

@@ -91,7 +91,14 @@ POLICY_OPTIONS: dict[str, Callable[[Any], Any]] = {
 
 #: Options each engine takes, with their converters.
 ENGINE_OPTIONS: dict[str, dict[str, Callable[[Any], Any]]] = {
-    "hf": {"tokenizer": _to_str, "device": _to_str, "dtype": _to_str, "prefix_cache": _to_bool},
+    "hf": {
+        "tokenizer": _to_str,
+        "device": _to_str,
+        "dtype": _to_str,
+        "prefix_cache": _to_bool,
+        "max_batch": _at_least(1, _to_int),
+        "batch_wait_s": _at_least(0.0, _to_float),
+    },
     "gguf": {
         "tokenizer": _to_str,
         "n_ctx": _at_least(16, _to_int),

@@ -9,6 +9,18 @@ Multi-turn rollouts resend a prompt that extends the previous one, so the engine
 sequence and, when the next prompt shares a prefix with it, crops the cache to that prefix instead of
 re-reading the whole conversation. One model serves many episodes: calls run one at a time in a worker thread
 (``asyncio.to_thread`` behind a lock), keeping the event loop free for the episodes' tool calls.
+
+``max_batch > 1`` decodes concurrent requests together, which is what a GPU needs: one token of one sequence
+leaves it almost idle, so a rollout of many episodes at a time (``concurrency``) is only as fast as its batches.
+Requests that arrive while a batch runs wait for the next one (a turn-level continuous batching). Each prompt is
+prefilled on its own (no padding, no ``B x L x L`` mask), the caches are left-padded into one, and the rows are
+decoded together under an attention mask; a row leaves the batch when it stops. Each row draws from its own
+``torch.Generator`` seeded like the unbatched path, so a row gets the ids it would get alone up to the float
+rounding of a batched matmul (which rows share a batch can flip a near-tie; the logprobs recorded are always
+those of the distribution the id was drawn from). The prefix cache holds one entry per sequence here (the
+``2 * max_batch`` most recent): a row that leaves the batch keeps its keys and values, and the episode's next
+turn, whose prompt extends it, reads only its new tokens. Batching pays on a CPU too: decoding one sequence
+reads every weight for one token, a batch of 8 reads them once for 8 (``docs/benchmarks.md``).
 """
 
 from __future__ import annotations
@@ -17,6 +29,8 @@ import asyncio
 import inspect
 import secrets
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +69,55 @@ def _pick_dtype(dtype: str, device: str) -> Any:
     return value
 
 
+@dataclass(slots=True)
+class BatchRequest:
+    """One prompt of a batched call (the arguments of :meth:`HFEngine.generate`)."""
+
+    prompt_ids: list[int]
+    max_tokens: int
+    temperature: float
+    stop_ids: list[int] = field(default_factory=list)
+    seed: int | None = None
+
+
+@dataclass(slots=True)
+class _Waiting:
+    request: BatchRequest
+    future: asyncio.Future[Generation]
+
+
+def _layer_kv(cache: Any, layer: int) -> tuple[Any, Any]:
+    """The key and value tensors of one layer of a ``DynamicCache`` (transformers 5 layers, or 4.x lists)."""
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        return layers[layer].keys, layers[layer].values
+    return cache.key_cache[layer], cache.value_cache[layer]
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    """How many leading ids ``a`` and ``b`` share (a binary search over C-speed slice comparisons)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _select_rows(cache: Any, keep: Any) -> None:
+    """Keep only rows ``keep`` (a long tensor) of every layer of ``cache`` (dynamic or static)."""
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        for layer in layers:
+            layer.keys, layer.values = layer.keys[keep], layer.values[keep]
+        return
+    for i in range(len(cache.key_cache)):  # transformers 4.x
+        cache.key_cache[i] = cache.key_cache[i][keep]
+        cache.value_cache[i] = cache.value_cache[i][keep]
+
+
 class HFEngine:
     """Sample token ids and their logprobs from a transformers causal LM.
 
@@ -64,8 +127,11 @@ class HFEngine:
         tokenizer: tokenizer folder / ``.gguf`` / loaded tokenizer; default: the model's own.
         device: ``auto`` (cuda, then mps, then cpu) or a torch device string.
         dtype: ``auto`` (float32 on CPU, bfloat16/float16 on GPU) or a torch dtype name.
-        prefix_cache: reuse the KV cache of the previous call when the prompt extends it.
+        prefix_cache: reuse the KV cache of the previous call when the prompt extends it (unbatched calls).
         model: an already-built model to wrap instead of loading ``path`` (tests, trainers sharing weights).
+        max_batch: decode up to this many concurrent requests together (1: one at a time, with the prefix cache).
+            Pair it with a rollout ``concurrency`` of the same size; worth it on a GPU.
+        batch_wait_s: how long a batch waits for more requests after the first arrives.
     """
 
     def __init__(
@@ -77,11 +143,19 @@ class HFEngine:
         dtype: str = "auto",
         prefix_cache: bool = True,
         model: Any = None,
+        max_batch: int = 1,
+        batch_wait_s: float = 0.005,
     ) -> None:
         import torch
 
         if model is None and path is None:
             raise ValueError("HFEngine needs a model path or a model")
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        self.max_batch = int(max_batch)
+        self.batch_wait_s = max(0.0, float(batch_wait_s))
+        self._waiting: list[_Waiting] = []
+        self._batcher: asyncio.Task[None] | None = None
         self.device = _pick_device(device)
         if model is None:
             assert path is not None
@@ -119,6 +193,7 @@ class HFEngine:
         }
         self._cache: Any = None
         self._cache_ids: list[int] = []
+        self._rows: list[tuple[list[int], Any]] = []  # batched mode's prefix cache: (ids, cache), oldest first
         self._thread_lock = threading.Lock()
         self._lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
@@ -134,6 +209,9 @@ class HFEngine:
         self, prompt_ids: list[int], *, max_tokens: int, temperature: float, stop_ids: list[int], seed: int | None
     ) -> Generation:
         """Sample up to ``max_tokens`` ids after ``prompt_ids``; stop after the first id in ``stop_ids``."""
+        if self.max_batch > 1:
+            return await self._generate_batched(BatchRequest(list(prompt_ids), max_tokens, temperature,
+                                                             list(stop_ids), seed))  # fmt: skip
         async with self._async_lock():
             try:
                 return await asyncio.to_thread(self.generate_sync, list(prompt_ids), max_tokens=max_tokens,
@@ -141,6 +219,200 @@ class HFEngine:
             except (RuntimeError, MemoryError) as exc:  # CUDA OOM, device lost: not the agent's fault
                 self._cache, self._cache_ids = None, []
                 raise InfraError(f"transformers generation failed: {exc}", kind="engine_error") from exc
+
+    async def _generate_batched(self, request: BatchRequest) -> Generation:
+        loop = asyncio.get_running_loop()
+        if self._batcher is not None and self._batcher.get_loop() is not loop:  # a new event loop: start over
+            self._batcher, self._waiting = None, []
+        future: asyncio.Future[Generation] = loop.create_future()
+        self._waiting.append(_Waiting(request, future))
+        if self._batcher is None or self._batcher.done():
+            self._batcher = loop.create_task(self._run_batches())
+        return await future
+
+    async def _run_batches(self) -> None:
+        """Serve waiting requests, ``max_batch`` at a time, until none wait."""
+        while self._waiting:
+            await asyncio.sleep(self.batch_wait_s)  # let the other episodes' turns arrive
+            batch = [w for w in self._waiting[: self.max_batch] if not w.future.done()]  # done: cancelled
+            del self._waiting[: self.max_batch]
+            if not batch:
+                continue
+            try:
+                gens = await asyncio.to_thread(self.generate_batch_sync, [w.request for w in batch])
+            except (RuntimeError, MemoryError) as exc:  # CUDA OOM, device lost: not the agent's fault
+                error: BaseException = InfraError(f"transformers generation failed: {exc}", kind="engine_error")
+                gens = None
+            except Exception as exc:  # TokenPolicy wraps it as a non-retryable InfraError
+                error, gens = exc, None
+            for i, waiting in enumerate(batch):
+                if waiting.future.done():
+                    continue
+                if gens is None:
+                    waiting.future.set_exception(error)
+                else:
+                    waiting.future.set_result(gens[i])
+
+    def _new_cache(self) -> Any:
+        from transformers import DynamicCache
+
+        try:
+            return DynamicCache(config=self.model.config)
+        except TypeError:  # transformers < 4.56 builds it without a config
+            return DynamicCache()
+
+    def generate_batch_sync(self, requests: Sequence[BatchRequest]) -> list[Generation]:
+        """Decode ``requests`` together (blocking); one :class:`Generation` per request, in order."""
+        torch = self._torch
+        out: list[Generation] = [Generation(ids=[], logprobs=[], finish_reason="length") for _ in requests]
+        budgets: dict[int, int] = {}
+        for i, req in enumerate(requests):
+            room = req.max_tokens if self.max_context is None else min(req.max_tokens,
+                                                                        self.max_context - len(req.prompt_ids))  # fmt: skip
+            if room > 0 and req.prompt_ids:
+                budgets[i] = room
+        if not budgets:
+            return out
+        rows = list(budgets)
+        with self._thread_lock, torch.inference_mode():
+            # prefill each prompt alone, then left-pad the caches into one batch
+            caches, first = [], []
+            for i in rows:
+                prompt = requests[i].prompt_ids
+                read = [(requests[k].prompt_ids, c) for k, c in zip(rows, caches, strict=False)]  # this batch's so far
+                row_cache, start = self._row_cache(prompt, read)
+                first.append(self._forward(prompt[start:], row_cache))
+                caches.append(row_cache)
+            lengths = [len(requests[i].prompt_ids) for i in rows]
+            width = max(lengths)
+            cache = self._decode_cache(width + max(budgets.values()))
+            for layer in range(len(getattr(caches[0], "layers", None) or caches[0].key_cache)):
+                keys, values = [], []
+                for c, n in zip(caches, lengths, strict=True):
+                    k, v = _layer_kv(c, layer)
+                    keys.append(torch.nn.functional.pad(k, (0, 0, width - n, 0)))
+                    values.append(torch.nn.functional.pad(v, (0, 0, width - n, 0)))
+                cache.update(torch.cat(keys), torch.cat(values), layer)
+            del caches
+            mask = torch.zeros((len(rows), width), dtype=torch.long, device=self.device)
+            for j, n in enumerate(lengths):
+                mask[j, width - n :] = 1
+            position = torch.tensor(lengths, dtype=torch.long, device=self.device)
+            logits = torch.stack(first)
+            gens = []
+            for i in rows:
+                seed = requests[i].seed
+                gen = torch.Generator(device=self.device)
+                gen.manual_seed(seed if seed is not None else secrets.randbits(63))
+                gens.append(gen)
+            temps = torch.tensor([max(requests[i].temperature, 0.0) or 1.0 for i in rows], device=self.device)
+            stops = [set(requests[i].stop_ids) for i in rows]
+            ids: list[list[int]] = [[] for _ in rows]
+            logprobs: list[list[float]] = [[] for _ in rows]
+            # Rows that finish stay in the batch (fed, not recorded) until half have finished: taking a row out
+            # copies every layer's cache, so it is done a few times per batch rather than once per row.
+            present = list(range(len(rows)))  # positions in ``rows`` held by the batch's cache, in batch order
+            done = [False] * len(rows)
+            fed = 0  # ids fed after the prompts, the same for every row
+            while True:
+                logp = torch.log_softmax(logits / temps[present].unsqueeze(1), dim=-1)  # greedy rows: T = 1
+                picks = []
+                for j, r in enumerate(present):
+                    if requests[rows[r]].temperature > 0 and not done[r]:
+                        picks.append(torch.multinomial(logp[j].exp(), 1, generator=gens[r]))
+                    else:
+                        picks.append(torch.argmax(logits[j]).reshape(1))
+                tokens = torch.cat(picks)
+                chosen = logp.gather(1, tokens.unsqueeze(1)).squeeze(1)
+                for j, (r, token, lp) in enumerate(zip(present, tokens.tolist(), chosen.tolist(), strict=True)):
+                    if done[r]:
+                        continue
+                    ids[r].append(token)
+                    logprobs[r].append(lp)
+                    if token in stops[r]:
+                        out[rows[r]] = Generation(ids=ids[r], logprobs=logprobs[r], finish_reason="stop")
+                    elif len(ids[r]) >= budgets[rows[r]]:
+                        out[rows[r]] = Generation(ids=ids[r], logprobs=logprobs[r], finish_reason="length")
+                    else:
+                        continue
+                    done[r] = True
+                    if self.prefix_cache:  # the row's keys and values: its prompt and every sampled id but the last
+                        self._keep_row(cache, j, width - lengths[r], width + fed, requests[rows[r]].prompt_ids + ids[r][:-1])
+                running = [j for j, r in enumerate(present) if not done[r]]
+                if not running:
+                    break
+                if len(running) <= len(present) // 2:
+                    index = torch.tensor(running, dtype=torch.long, device=self.device)
+                    _select_rows(cache, index)
+                    mask, position, tokens = mask[index], position[index], tokens[index]
+                    present = [present[j] for j in running]
+                mask = torch.cat([mask, mask.new_ones((len(present), 1))], dim=1)
+                kwargs: dict[str, Any] = {"past_key_values": cache, "use_cache": True}
+                if self._logits_kw:
+                    kwargs[self._logits_kw] = 1
+                result = self.model(input_ids=tokens.unsqueeze(1), attention_mask=mask,
+                                    position_ids=position.unsqueeze(1), **kwargs)  # fmt: skip
+                logits = result.logits[:, -1].float()
+                position = position + 1
+                fed += 1
+        return out
+
+    def _row_cache(self, prompt_ids: list[int], siblings: Sequence[tuple[list[int], Any]] = ()) -> tuple[Any, int]:
+        """Batched mode: a cache holding the longest prefix of ``prompt_ids`` that a kept sequence shares, and that
+        prefix's length (a fresh cache and 0 when none shares one). A kept sequence the prompt extends is the same
+        episode's previous turn: it is taken out of the pool and extended. One that only shares a prefix (another
+        episode's: the system prompt, or a trial of the same task) is copied up to it and stays for its own
+        episode's next turn; so are ``siblings``, the prompts this batch has read already (the first turns of a
+        batch of episodes share their system prompt)."""
+        best, common, sibling = -1, 0, None
+        if self.prefix_cache:
+            for n, (ids, _) in enumerate(self._rows):
+                shared = _common_prefix(ids, prompt_ids)
+                if shared > common or (shared == common > 0 and shared == len(ids)):
+                    best, common = n, shared
+            for ids, cache in siblings:
+                shared = _common_prefix(ids, prompt_ids)
+                if shared > common:
+                    best, common, sibling = -1, shared, cache
+        keep = min(common, len(prompt_ids) - 1)
+        if keep <= 0:
+            return self._new_cache(), 0
+        if sibling is not None:
+            return self._copy_rows(sibling, 0, 0, keep), keep
+        ids, cache = self._rows[best]
+        if keep == len(ids):
+            del self._rows[best]
+            return cache, keep
+        if common == len(ids):  # the whole entry but for the one id the prompt must feed: extend it
+            del self._rows[best]
+            cache.crop(-(len(ids) - keep))
+            return cache, keep
+        return self._copy_rows(cache, 0, 0, keep), keep
+
+    def _copy_rows(self, source: Any, row: int, start: int, stop: int | None) -> Any:
+        """A new cache holding positions ``start:stop`` of row ``row`` of ``source`` (a copy, every layer)."""
+        cache = self._new_cache()
+        for layer in range(len(getattr(source, "layers", None) or source.key_cache)):
+            k, v = _layer_kv(source, layer)
+            cache.update(k[row : row + 1, :, start:stop].clone(), v[row : row + 1, :, start:stop].clone(), layer)
+        return cache
+
+    def _keep_row(self, batch_cache: Any, row: int, start: int, stop: int, ids: list[int]) -> None:
+        """Copy positions ``start:stop`` of row ``row`` of the batch's cache (the row without its left padding)
+        into the pool as ``ids``."""
+        self._rows.append((ids, self._copy_rows(batch_cache, row, start, stop)))
+        del self._rows[: max(0, len(self._rows) - 2 * self.max_batch)]
+
+    def _decode_cache(self, length: int) -> Any:
+        """The batch's cache: a ``StaticCache`` of ``length`` positions where this transformers has one that takes
+        its length alone (written in place; a ``DynamicCache`` concatenates, copying the whole batch's cache on
+        every decoded token), else a ``DynamicCache``."""
+        try:
+            from transformers import StaticCache
+
+            return StaticCache(config=self.model.config, max_cache_len=length)
+        except (ImportError, TypeError, ValueError):
+            return self._new_cache()
 
     def _forward(self, ids: list[int], cache: Any) -> Any:
         torch = self._torch
@@ -153,8 +425,6 @@ class HFEngine:
     def _start_cache(self, prompt_ids: list[int]) -> tuple[Any, int]:
         """A KV cache holding a prefix of ``prompt_ids`` and that prefix's length (at most len - 1, so the last
         prompt token is always fed and yields the first logits)."""
-        from transformers import DynamicCache
-
         if self.prefix_cache and self._cache is not None:
             common = 0
             for a, b in zip(self._cache_ids, prompt_ids, strict=False):
@@ -167,10 +437,7 @@ class HFEngine:
                 if drop:
                     self._cache.crop(-drop)  # negative: remove that many from the end (every transformers)
                 return self._cache, keep
-        try:
-            return DynamicCache(config=self.model.config), 0
-        except TypeError:  # transformers < 4.56 builds it without a config
-            return DynamicCache(), 0
+        return self._new_cache(), 0
 
     def generate_sync(
         self, prompt_ids: list[int], *, max_tokens: int, temperature: float, stop_ids: list[int], seed: int | None
@@ -213,12 +480,20 @@ class HFEngine:
         the cached keys and values were computed by the old weights, and a prompt that extends the cached one would
         otherwise be continued from them, sampling from a policy that is neither the old nor the new one."""
         with self._thread_lock:
-            self._cache, self._cache_ids = None, []
+            self._cache, self._cache_ids, self._rows = None, [], []
 
     def close(self) -> None:
         """Drop the KV cache and the model reference (frees GPU memory once nothing else holds the model)."""
-        self._cache, self._cache_ids = None, []
+        self._cache, self._cache_ids, self._rows = None, [], []
         self.model = None
 
     def __repr__(self) -> str:
         return f"HFEngine({str(self.path) if self.path else 'model'!r}, device={self.device!r})"
+
+
+def sampling_engine(model: Any, tokenizer: Any, *, concurrency: int = 1) -> HFEngine:
+    """The engine a trainer samples its own model with (RFT, GRPO): it decodes the ``concurrency`` episodes in
+    flight together. One sequence at a time reads every weight per token and leaves a GPU almost idle; a batch
+    reads them once for all its rows, on a CPU too (``docs/benchmarks.md``)."""
+    device = str(next(model.parameters()).device)
+    return HFEngine(model=model, tokenizer=tokenizer, device=device, prefix_cache=True, max_batch=max(1, concurrency))
