@@ -31,8 +31,8 @@ PROBE_TOOL = "tw_probe_tool"
 MIRROR_REASONING = "<think>\nR\n</think>\n\n"
 
 
-def lcp(a: str, b: str) -> int:
-    """Length of the common prefix of two strings (binary search over C-level slice compares)."""
+def lcp(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """Length of the common prefix of two strings or id lists (binary search over C-level slice compares)."""
     lo, hi = 0, min(len(a), len(b))
     if a[:hi] == b[:hi]:
         return hi

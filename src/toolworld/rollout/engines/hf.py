@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import InfraError
+from ...tokens.template import lcp
 from ...tokens.tokenizers import load_tokenizer
 from ..token_policy import Generation
 
@@ -92,18 +93,6 @@ def _layer_kv(cache: Any, layer: int) -> tuple[Any, Any]:
     if layers is not None:
         return layers[layer].keys, layers[layer].values
     return cache.key_cache[layer], cache.value_cache[layer]
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    """How many leading ids ``a`` and ``b`` share (a binary search over C-speed slice comparisons)."""
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 def _select_rows(cache: Any, keep: Any) -> None:
@@ -367,11 +356,11 @@ class HFEngine:
         best, common, sibling = -1, 0, None
         if self.prefix_cache:
             for n, (ids, _) in enumerate(self._rows):
-                shared = _common_prefix(ids, prompt_ids)
+                shared = lcp(ids, prompt_ids)
                 if shared > common or (shared == common > 0 and shared == len(ids)):
                     best, common = n, shared
             for ids, cache in siblings:
-                shared = _common_prefix(ids, prompt_ids)
+                shared = lcp(ids, prompt_ids)
                 if shared > common:
                     best, common, sibling = -1, shared, cache
         keep = min(common, len(prompt_ids) - 1)
