@@ -95,6 +95,12 @@ def _layer_kv(cache: Any, layer: int) -> tuple[Any, Any]:
     return cache.key_cache[layer], cache.value_cache[layer]
 
 
+def _n_layers(cache: Any) -> int:
+    """How many layers a ``DynamicCache`` holds (transformers 5 layers, or 4.x lists)."""
+    layers = getattr(cache, "layers", None)
+    return len(layers if layers is not None else cache.key_cache)
+
+
 def _select_rows(cache: Any, keep: Any) -> None:
     """Keep only rows ``keep`` (a long tensor) of every layer of ``cache`` (dynamic or static)."""
     layers = getattr(cache, "layers", None)
@@ -275,7 +281,7 @@ class HFEngine:
             lengths = [len(requests[i].prompt_ids) for i in rows]
             width = max(lengths)
             cache = self._decode_cache(width + max(budgets.values()))
-            for layer in range(len(getattr(caches[0], "layers", None) or caches[0].key_cache)):
+            for layer in range(_n_layers(caches[0])):
                 keys, values = [], []
                 for c, n in zip(caches, lengths, strict=True):
                     k, v = _layer_kv(c, layer)
@@ -336,11 +342,8 @@ class HFEngine:
                     mask, position, tokens = mask[index], position[index], tokens[index]
                     present = [present[j] for j in running]
                 mask = torch.cat([mask, mask.new_ones((len(present), 1))], dim=1)
-                kwargs: dict[str, Any] = {"past_key_values": cache, "use_cache": True}
-                if self._logits_kw:
-                    kwargs[self._logits_kw] = 1
                 result = self.model(input_ids=tokens.unsqueeze(1), attention_mask=mask,
-                                    position_ids=position.unsqueeze(1), **kwargs)  # fmt: skip
+                                    position_ids=position.unsqueeze(1), **self._cache_kwargs(cache))  # fmt: skip
                 logits = result.logits[:, -1].float()
                 position = position + 1
                 fed += 1
@@ -381,7 +384,7 @@ class HFEngine:
     def _copy_rows(self, source: Any, row: int, start: int, stop: int | None) -> Any:
         """A new cache holding positions ``start:stop`` of row ``row`` of ``source`` (a copy, every layer)."""
         cache = self._new_cache()
-        for layer in range(len(getattr(source, "layers", None) or source.key_cache)):
+        for layer in range(_n_layers(source)):
             k, v = _layer_kv(source, layer)
             cache.update(k[row : row + 1, :, start:stop].clone(), v[row : row + 1, :, start:stop].clone(), layer)
         return cache
@@ -403,12 +406,15 @@ class HFEngine:
         except (ImportError, TypeError, ValueError):
             return self._new_cache()
 
-    def _forward(self, ids: list[int], cache: Any) -> Any:
-        torch = self._torch
+    def _cache_kwargs(self, cache: Any) -> dict[str, Any]:
+        """Extend ``cache`` and compute logits at the last position only (where the model can be told so)."""
         kwargs: dict[str, Any] = {"past_key_values": cache, "use_cache": True}
         if self._logits_kw:
             kwargs[self._logits_kw] = 1
-        out = self.model(input_ids=torch.tensor([ids], device=self.device), **kwargs)
+        return kwargs
+
+    def _forward(self, ids: list[int], cache: Any) -> Any:
+        out = self.model(input_ids=self._torch.tensor([ids], device=self.device), **self._cache_kwargs(cache))
         return out.logits[0, -1].float()
 
     def _start_cache(self, prompt_ids: list[int]) -> tuple[Any, int]:
