@@ -107,6 +107,7 @@ def tiny_lm(smol_tok: Any) -> Any:
 @pytest.fixture
 def steered(tiny_lm: Any) -> Any:
     torch = pytest.importorskip("torch")
+    from toolworld.rollout.engines.hf import cache_keyword
 
     class Steered(torch.nn.Module):
         """The tiny model, except that while ``script`` has ids the next one gets a logit bias no draw escapes."""
@@ -119,8 +120,9 @@ def steered(tiny_lm: Any) -> Any:
 
         def forward(self, input_ids: Any, past_key_values: Any = None, use_cache: bool = True,
                     logits_to_keep: int = 0) -> Any:  # fmt: skip
-            out = self.inner(input_ids=input_ids, past_key_values=past_key_values, use_cache=use_cache,
-                             logits_to_keep=logits_to_keep)  # fmt: skip
+            # the engine passes the cache under this forward's own keyword; the inner model takes its own
+            cache = {cache_keyword(self.inner): past_key_values}
+            out = self.inner(input_ids=input_ids, use_cache=use_cache, logits_to_keep=logits_to_keep, **cache)
             if self.script:
                 out.logits[..., -1, self.script.pop(0)] += 1e4
             return out

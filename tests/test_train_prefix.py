@@ -168,3 +168,52 @@ def test_a_model_checkpointing_its_own_layers_trains_unshared_and_a_finished_pre
     assert prefix.batches == []
     with pytest.raises(RuntimeError, match="step is over"):
         sft_loss(model, stale)
+
+
+def test_the_cache_goes_under_the_keyword_the_installed_transformers_takes(tokenizer):
+    """transformers 5.24 renamed a forward's ``past_key_values`` to ``cache`` (the old name goes in 5.40): the shared
+    prefix, the logprobs of a continued batch and the hf engine pass the cache under whichever name the model's
+    forward has, so nothing runs on a deprecated keyword that a later release removes."""
+    import inspect
+    import warnings
+
+    from toolworld.rollout.engines.hf import BatchRequest, HFEngine, cache_keyword, returned_cache
+    from toolworld.train.logprobs import token_logprobs
+
+    model = tiny_llama(tokenizer).eval()
+    params = inspect.signature(model.forward).parameters
+    assert cache_keyword(model) == ("cache" if "cache" in params else "past_key_values")
+
+    class Old(torch.nn.Module):
+        def forward(self, input_ids: Any, past_key_values: Any = None) -> Any: ...
+
+    class New(torch.nn.Module):
+        def forward(self, input_ids: Any, cache: Any = None) -> Any: ...
+
+    class Wrapped(torch.nn.Module):  # a peft model: **kwargs passed on to the model it wraps
+        def get_base_model(self) -> Any:
+            return New()
+
+        def forward(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    assert (cache_keyword(Old()), cache_keyword(New()), cache_keyword(Wrapped())) == (
+        "past_key_values", "cache", "cache")  # fmt: skip
+    micro = [collate([s], 0) for s in conversations(len(tokenizer))]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*past_key_values.*")
+        out = model(input_ids=micro[0].input_ids[:, :5], use_cache=True)
+        assert returned_cache(out) is not None
+        with torch.no_grad():
+            prefix = SharedPrefix(model, micro, min_tokens=1)
+            assert prefix.length == 60
+            shared = [token_logprobs(model, b) for b in prefix.batches]
+        whole = [prefix.slice(token_logprobs(model, b)) for b in micro]
+        for a, b in zip(shared, whole, strict=True):
+            assert torch.allclose(a, b, atol=1e-5)
+        ids = micro[0].input_ids[0, :30].tolist()
+        one = HFEngine(model=model, tokenizer=tokenizer, device="cpu")
+        assert len(one.generate_sync(ids, max_tokens=3, temperature=0.0, stop_ids=[], seed=0).ids) == 3
+        assert len(one.generate_sync([*ids, 5], max_tokens=3, temperature=0.0, stop_ids=[], seed=0).ids) == 3
+        batched = HFEngine(model=model, tokenizer=tokenizer, device="cpu", max_batch=2)
+        rows = batched.generate_batch_sync([BatchRequest(ids, 3, 0.0), BatchRequest(ids[:20], 4, 0.0)])
+        assert [len(g.ids) for g in rows] == [3, 4]

@@ -201,15 +201,16 @@ class Batch:
         return Batch(attention_mask=attention.to(device) if device is not None else attention,
                      n_samples=self.n_samples, past=self.past, **moved)  # fmt: skip
 
-    def model_inputs(self) -> dict[str, Any]:
-        """Keyword arguments for a HF causal LM forward."""
+    def model_inputs(self, cache_keyword: str = "past_key_values") -> dict[str, Any]:
+        """Keyword arguments for a HF causal LM forward; a continued batch's cache goes under ``cache_keyword``
+        (what :func:`toolworld.rollout.engines.hf.cache_keyword` says the model takes)."""
         if self.past is not None:  # the prefix's keys and values stand in for its tokens; the mask covers both
             import torch
 
             rows, prefix = self.input_ids.shape[0], int(self.position_ids[0, 0])
             mask = torch.cat([self.attention_mask.new_ones(rows, prefix), self.attention_mask], dim=1)
             return {"input_ids": self.input_ids, "attention_mask": mask, "position_ids": self.position_ids,
-                    "past_key_values": self.past(), "use_cache": True}  # fmt: skip
+                    cache_keyword: self.past(), "use_cache": True}  # fmt: skip
         return {"input_ids": self.input_ids, "attention_mask": self.attention_mask, "position_ids": self.position_ids}
 
     def predecessors(self) -> torch.Tensor:

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from ..rollout.engines.hf import cache_keyword
 from .data import Batch, Sample, TrainDataError, collate
 
 
@@ -67,10 +68,10 @@ def token_logprobs(model: Any, batch: Batch, *, positions: str = "loss") -> torc
     keep = torch.unique(source)
     width = batch.input_ids.shape[1]
     narrow = keep.numel() < width and keeps_logits(model)
+    inputs = batch.model_inputs(cache_keyword(model)) if batch.past is not None else batch.model_inputs()
     if narrow:
-        logits = model(**batch.model_inputs(), logits_to_keep=keep).logits
-    else:
-        logits = model(**batch.model_inputs()).logits
+        inputs["logits_to_keep"] = keep
+    logits = model(**inputs).logits
     # shape, not the signature, says what came back: a forward may take the keyword and still return every position
     at = torch.searchsorted(keep, source) if logits.shape[1] == keep.numel() and narrow else source
     chosen = logits[rows, at].float()

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..rollout.engines.hf import returned_cache
 from .data import MIN_SHARED_PREFIX, Batch
 from .sft import base_model, checkpoints_layers
 
@@ -93,7 +94,7 @@ class SharedPrefix:
         ids = micro[0].input_ids[:1, :p]
         out = model(input_ids=ids, position_ids=torch.arange(p, device=ids.device)[None], use_cache=True,
                     **_one_logit(model))  # fmt: skip
-        cache = out.past_key_values
+        cache = returned_cache(out)
         if cache is None:  # a model that returns no cache: run every conversation whole
             self.length, self.batches = 0, list(micro)
             return

@@ -43,6 +43,25 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 
+def cache_keyword(model: Any) -> str:
+    """The keyword a causal LM's forward takes its KV cache under: ``cache`` since transformers 5.24 (which
+    deprecates ``past_key_values``, to be removed in 5.40), ``past_key_values`` before. A peft wrapper's forward
+    takes ``**kwargs`` only and passes them on, so the model it wraps is asked."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    try:
+        params = inspect.signature(inner.forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def returned_cache(output: Any) -> Any:
+    """The KV cache a forward returned (``output.cache`` since transformers 5.24, ``past_key_values`` before);
+    None when it returned none."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else getattr(output, "past_key_values", None)
+
+
 def _pick_device(device: str) -> str:
     import torch
 
@@ -181,6 +200,7 @@ class HFEngine:
         self.max_context: int | None = getattr(config, "max_position_embeddings", None)
         params = inspect.signature(self.model.forward).parameters
         self._logits_kw = "logits_to_keep" if "logits_to_keep" in params else None
+        self._cache_kw = cache_keyword(self.model)
         # Cropping a KV cache is only sound when every layer keeps the whole past (no sliding window layers).
         layer_types = set(getattr(config, "layer_types", None) or ["full_attention"])
         self.prefix_cache = prefix_cache and not getattr(config, "sliding_window", None) and layer_types == {
@@ -408,7 +428,7 @@ class HFEngine:
 
     def _cache_kwargs(self, cache: Any) -> dict[str, Any]:
         """Extend ``cache`` and compute logits at the last position only (where the model can be told so)."""
-        kwargs: dict[str, Any] = {"past_key_values": cache, "use_cache": True}
+        kwargs: dict[str, Any] = {self._cache_kw: cache, "use_cache": True}
         if self._logits_kw:
             kwargs[self._logits_kw] = 1
         return kwargs
