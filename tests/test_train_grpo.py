@@ -169,6 +169,30 @@ def test_the_update_raises_the_rewarded_trial_against_the_other(two_steps, tasks
     assert (after_good - before_good) - (after_bad - before_bad) > 0
 
 
+def test_a_bf16_update_moves_the_weights_as_the_float32_one_does_up_to_rounding(two_steps, tokenizer, world, tasks,
+                                                                                 tmp_path):  # fmt: skip
+    """``bf16=True`` runs the update's forward passes under bfloat16 autocast (the CPU's fast path): the same trials,
+    a step that points where float32's points but is not identical to it (so autocast was on), and the rewarded
+    trial still goes up against the other."""
+    steps = {}
+    for bf16 in (False, True):
+        model = copy.deepcopy(two_steps["start"])
+        train_grpo(model, tokenizer, world, tasks[:1], config(tmp_path / str(bf16), steps=1, bf16=bf16),
+                   scorer=Recorder())  # fmt: skip
+        start = two_steps["start"].state_dict()
+        steps[bf16] = torch.cat([(v.float() - start[k].float()).flatten() for k, v in model.state_dict().items()])
+        if bf16:
+            first = two_steps["scorer"].seen[:2]  # the same seeds and weights sample the same two trials
+            good = next(t for t in first if t.trial == 1)
+            bad = next(t for t in first if t.trial == 0)
+            moved = (sampled_logprob(model, good) - sampled_logprob(two_steps["start"], good)) - (
+                sampled_logprob(model, bad) - sampled_logprob(two_steps["start"], bad))  # fmt: skip
+            assert moved > 0
+    full, half = steps[False], steps[True]
+    assert float(full.norm()) > 0 and not torch.equal(full, half)
+    assert float(torch.nn.functional.cosine_similarity(full, half, dim=0)) > 0.9
+
+
 def test_resume_continues_at_the_next_step_and_ends_where_an_uninterrupted_run_ends(two_steps, tokenizer, world,
                                                                                        tasks, tmp_path):  # fmt: skip
     out = tmp_path / "run"

@@ -295,6 +295,7 @@ def grpo(
     tool_prompt: ToolPromptOpt = None,
     gradient_checkpointing: CheckpointingOpt = False,
     packing: PackingOpt = True,
+    bf16: Bf16Opt = False,
     save_trials: Annotated[bool, typer.Option("--save-trials/--no-save-trials", help="Write every scored trial "
                                               "(messages, reward, failed components) to OUT/trials.jsonl.")] = True,
     as_json: JsonOpt = False,
@@ -313,7 +314,7 @@ def grpo(
                             kl_coef=kl, advantage=advantage, reward=reward, updates=updates, max_tokens=max_tokens,
                             temperature=temperature, max_len=max_len, concurrency=concurrency, seed=seed,
                             save_every=save_every, keep_checkpoints=keep_checkpoints, resume=resume,
-                            gradient_checkpointing=gradient_checkpointing, packing=packing,
+                            gradient_checkpointing=gradient_checkpointing, packing=packing, bf16=bf16,
                             save_trials=save_trials)  # fmt: skip
     except ToolworldError as exc:
         fail_with(exc)
