@@ -111,9 +111,10 @@ def make_tasks(out: Path, n_train: int, n_heldout: int, seed_train: int, seed_he
 
 
 def fresh_tasks(out: Path, n: int, seed: int, mix: str | None, train: list[Task], heldout: list[Task]) -> list[Task]:
-    """``n`` tasks for GRPO that SFT never saw: another generator seed, no held-out customer and no training task
-    among them (kept in ``OUT/grpo-pool.jsonl``, so a resumed run samples the same pool)."""
-    pool_file = out / "grpo-pool.jsonl"
+    """``n`` tasks SFT never saw, for RFT or GRPO to sample (``--rft-tasks``/``--grpo-tasks fresh``): another
+    generator seed, no held-out customer and no training task among them (kept in ``OUT/fresh-pool.jsonl``, so a
+    resumed run, and the later stage, sample the same pool)."""
+    pool_file = out / "fresh-pool.jsonl"
     if pool_file.is_file():
         return TaskSet.load(pool_file).tasks
     held = {customer(t) for t in heldout}
@@ -122,7 +123,7 @@ def fresh_tasks(out: Path, n: int, seed: int, mix: str | None, train: list[Task]
     keep = [(t, line) for t, line in zip(pool.tasks, pool.lines, strict=True)
             if customer(t) not in held and t.id not in known][:n]  # fmt: skip
     if len(keep) < n:
-        sys.exit(f"only {len(keep)} fresh GRPO tasks with customers outside the held-out set; lower --grpo-pool")
+        sys.exit(f"only {len(keep)} fresh tasks with customers outside the held-out set; lower --pool")
     pool_file.write_text("".join(line + "\n" for _, line in keep), encoding="utf-8")
     return [t for t, _ in keep]
 
@@ -296,7 +297,7 @@ class Bench:
                            batch_tokens=max(a.batch_tokens, a.max_len), tool_prompt=TOOL_PROMPT, seed=1, **self.cpu_sft(),
                            resume=(self.out / "rft" / "rft.json").exists())  # fmt: skip
         try:
-            result = train_rft(self.model, self.tokenizer, self.world, self.train, k=a.rft_k, config=config,
+            result = train_rft(self.model, self.tokenizer, self.world, self.rft_tasks(), k=a.rft_k, config=config,
                                sampler=sampler, concurrency=a.batch if hf else 1, limits=self.limits(sampling=True),
                                max_tokens=a.max_tokens, temperature=a.temperature)  # fmt: skip
         except SFTError as exc:
@@ -316,27 +317,38 @@ class Bench:
         return self.evaluate("rft", self.weights("rft"), took, {"trials": result.trials, "passed": result.passed,
                                                                "kept": result.kept})  # fmt: skip
 
+    def fresh(self) -> list[Task]:
+        a = self.args
+        return fresh_tasks(self.out, a.pool, a.seed_pool, a.mix, self.train, self.heldout)
+
+    def rft_tasks(self) -> list[Task]:
+        """The tasks RFT plays: SFT's own training tasks (``train``), or ``--pool`` new ones (``fresh``). SFT
+        memorised its training conversations (loss ~0.02), so a passing trial on one of them mostly repeats a gold
+        conversation already learnt; a passing trial on a task it never saw is a new example, in the policy's own
+        words, of what held-out tasks ask."""
+        return self.fresh() if self.args.rft_tasks == "fresh" else list(self.train)
+
     def grpo_tasks(self) -> list[Task]:
         """The training tasks GRPO samples from. ``unsolved``: those the RFT stage's k trials did not all pass. A
         task every trial passes gives a group with one reward, whose advantages are all zero: its sampling time
         teaches nothing, and on 2 cores sampling is half of a GRPO step. Tasks no trial passed stay (a group can
-        still differ in partial reward, and these are what GRPO is for). ``fresh``: ``--grpo-pool`` new tasks
-        (:func:`fresh_tasks`). SFT drove the loss on its own training conversations to ~0.02, so the policy's
-        trials on them show how it strays from a memorised answer; on tasks it never saw they show what it does
-        on held-out ones, which is what GRPO should change."""
+        still differ in partial reward, and these are what GRPO is for); after ``--rft-tasks fresh`` they are
+        pool tasks. ``fresh``: ``--pool`` new tasks (:func:`fresh_tasks`). SFT drove the loss on its own training
+        conversations to ~0.02, so the policy's trials on them show how it strays from a memorised answer; on
+        tasks it never saw they show what it does on held-out ones, which is what GRPO should change."""
         if self.args.grpo_tasks == "all":
             return list(self.train)
         if self.args.grpo_tasks == "fresh":
-            a = self.args
-            return fresh_tasks(self.out, a.grpo_pool, a.seed_grpo, a.mix, self.train, self.heldout)
+            return self.fresh()
         rft = self.out / "rft" / "rft.json"
         if not rft.is_file():
             sys.exit(f"--grpo-tasks unsolved reads the RFT stage's trials ({rft}); run the rft stage first")
         record = json.loads(rft.read_text(encoding="utf-8"))
         k, passed = int(record["k"]), record.get("per_task", {})
-        keep = [t for t in self.train if int(passed.get(t.id, 0)) < k]
-        print(f"[grpo] {len(keep)} of {len(self.train)} training tasks not passed by every RFT trial", flush=True)
-        return keep or list(self.train)
+        played = self.rft_tasks()
+        keep = [t for t in played if int(passed.get(t.id, 0)) < k]
+        print(f"[grpo] {len(keep)} of the {len(played)} tasks RFT played not passed by every RFT trial", flush=True)
+        return keep or played
 
     def grpo(self) -> dict[str, Any]:
         from toolworld.rollout.backends import make_policy
@@ -360,7 +372,8 @@ class Bench:
                             steps=a.grpo_steps, lr=a.grpo_lr, max_tokens=a.max_tokens, max_len=a.max_len,
                             updates=a.grpo_updates, advantage=a.grpo_advantage, kl_coef=a.grpo_kl,
                             reward=a.grpo_reward, temperature=a.temperature,
-                            tool_prompt=TOOL_PROMPT, concurrency=a.batch if a.engine == "hf" else 1, seed=a.grpo_seed, tensorboard=False, packing=False, save_every=2,
+                            tool_prompt=TOOL_PROMPT, concurrency=a.batch if a.engine == "hf" else 1, seed=a.grpo_seed,
+                            tensorboard=False, packing=False, bf16=a.bf16, save_every=2,
                             resume=(self.out / "grpo" / "train.jsonl").exists())  # fmt: skip
         result = train_grpo(self.model, self.tokenizer, self.world, tasks, config,
                             sampler=exported if a.engine == "llamacpp" else self.hf_sampler("grpo"),
@@ -431,7 +444,8 @@ def main() -> None:
                    help="Assistant turns per RFT or GRPO trial (default: --max-turns).")
     p.add_argument("--temperature", type=float, default=1.0, help="Sampling temperature of RFT and GRPO.")
     p.add_argument("--grad-accum", type=int, default=4, help="Conversations per SFT/RFT optimizer step.")
-    p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast in SFT/RFT.")
+    p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True,
+                   help="bf16 autocast in SFT's, RFT's and GRPO's updates.")
     p.add_argument("--sft-lr", type=float, default=1e-4)
     p.add_argument("--sft-epochs", type=int, default=2)
     p.add_argument("--rft-k", type=int, default=2)
@@ -447,16 +461,20 @@ def main() -> None:
     p.add_argument("--grpo-reward", choices=REWARDS, default="partial",
                    help="Reward of a GRPO trial: the score's weighted components, or 1 for success else 0.")
     p.add_argument("--grpo-tasks", choices=("all", "unsolved", "fresh"), default="all",
-                   help="GRPO samples all training tasks, those not every RFT trial passed, or --grpo-pool new ones.")
+                   help="GRPO samples all training tasks, those not every RFT trial passed, or --pool new ones.")
     p.add_argument("--grpo-seed", type=int, default=2, help="Seed of GRPO's task draws and sampling.")
-    p.add_argument("--grpo-pool", type=int, default=200, help="New tasks GRPO samples from (--grpo-tasks fresh).")
-    p.add_argument("--seed-grpo", type=int, default=303, help="Generator seed of the --grpo-tasks fresh pool.")
+    p.add_argument("--rft-tasks", choices=("train", "fresh"), default="train",
+                   help="RFT plays SFT's training tasks, or --pool new ones (whose passing trials are new examples).")
+    p.add_argument("--pool", "--grpo-pool", dest="pool", type=int, default=200,
+                   help="New tasks RFT or GRPO sample from (--rft-tasks/--grpo-tasks fresh).")
+    p.add_argument("--seed-pool", "--seed-grpo", dest="seed_pool", type=int, default=303,
+                   help="Generator seed of the fresh pool.")
     args = p.parse_args()
     if args.quick:
         args.train, args.heldout, args.sft_epochs, args.rft_k = 6, 4, 1, 1
-        args.group, args.tasks_per_step, args.grpo_steps, args.max_tokens = 2, 2, 1, 64
-    if args.grpo_pool < 1:
-        p.error(f"--grpo-pool must be >= 1, got {args.grpo_pool}")
+        args.group, args.tasks_per_step, args.grpo_steps, args.max_tokens, args.pool = 2, 2, 1, 64, 6
+    if args.pool < 1:
+        p.error(f"--pool must be >= 1, got {args.pool}")
     if args.batch is not None and args.batch < 1:
         p.error(f"--batch must be >= 1, got {args.batch}")
     args.eval_engine = args.eval_engine or args.engine
