@@ -356,7 +356,7 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
     out = tmp_path / "out"
     args = ["train", "grpo", str(task_file), "--model", str(model_dir), "--out", str(out), "--steps", "1", "--group",
             "2", "--max-tokens", "6", "--device", "cpu", "--json"]  # fmt: skip
-    res = runner.invoke(app, args, catch_exceptions=False)
+    res = runner.invoke(app, [*args, "--bf16"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     summary = json.loads(res.output.strip().splitlines()[-1])
     assert summary["steps"] == 1 and summary["final"] == str(out / "final") and not summary["interrupted"]
