@@ -63,9 +63,11 @@ def test_rft_samples_with_the_given_policy_and_trains_the_model(tokenizer, tasks
     seen: list[Any] = []
     config = SFTConfig(out=tmp_path / "rft", max_steps=1, lr=1e-3, max_len=8192, batch_tokens=8192,
                        tool_prompt="compact")  # fmt: skip
+    sampler = sampler_over(twin, tokenizer, "engine-twin")
     result = train_rft(model, tokenizer, get_world("retail"), tasks, k=2, config=config, scorer=odd_trials_pass(seen),
-                       sampler=sampler_over(twin, tokenizer, "engine-twin"))  # fmt: skip
+                       sampler=sampler)  # fmt: skip
     assert result.kept == 2 and {t.policy for t in seen} == {"engine-twin"}
+    assert sampler.engine._cache is None  # the sampler's prefix cache went before training, not after
     rows = [json.loads(line) for line in (tmp_path / "rft" / SAMPLES_FILE).read_text().splitlines()]
     for row in rows:  # learned token for token as the sampler produced them, compact prompt included
         traj = next(t for t in seen if (t.task_id, t.trial) == (row["task_id"], row["trial"]))

@@ -106,7 +106,6 @@ def train_rft(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], *
         if not config.resume and ((config.out / "train.jsonl").exists() or samples_path.exists()):
             raise SFTError(f"{config.out} already holds a training run: pass resume=True (--resume) to continue it, "
                            "or choose another output folder", kind="output_exists")  # fmt: skip
-        engine = None
         same_prompt(sampler, config.tool_prompt, SFTError)
         if sampler is None:
             engine = sampling_engine(model, tokenizer, concurrency=concurrency)
@@ -114,8 +113,10 @@ def train_rft(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], *
                                   tool_prompt=config.tool_prompt)  # fmt: skip
         pairs = rollouts(world, tasks, sampler, trials=k, scorer=scorer, concurrency=concurrency, limits=limits,
                          user=user)  # fmt: skip
-        if engine is not None:
-            engine.reset_cache()  # the weights are about to change
+        # the weights are about to change, and the prefix cache is GBs the training step needs more
+        reset = getattr(getattr(sampler, "engine", None), "reset_cache", None)
+        if reset is not None:
+            reset()
         infra = sum(1 for traj, score in pairs if traj.failed_by_infra or score.infra_error)
         passed = [(traj, score) for traj, score in pairs if score.success and not score.infra_error]
         # a passed trial cut below its first sampled token has nothing left to learn

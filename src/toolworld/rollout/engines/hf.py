@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import InfraError
+from ...core.memory import release_freed_memory
 from ...tokens.template import lcp
 from ...tokens.tokenizers import load_tokenizer
 from ..token_policy import Generation
@@ -278,6 +279,12 @@ class HFEngine:
 
     def generate_batch_sync(self, requests: Sequence[BatchRequest]) -> list[Generation]:
         """Decode ``requests`` together (blocking); one :class:`Generation` per request, in order."""
+        try:
+            return self._decode_batch(requests)
+        finally:  # the batch's caches are freed by now; each batch's have their own sizes, and the holes they
+            release_freed_memory()  # leave in the heap would otherwise pile up (``core/memory.py``)
+
+    def _decode_batch(self, requests: Sequence[BatchRequest]) -> list[Generation]:
         torch = self._torch
         out: list[Generation] = [Generation(ids=[], logprobs=[], finish_reason="length") for _ in requests]
         budgets: dict[int, int] = {}
@@ -496,11 +503,13 @@ class HFEngine:
         otherwise be continued from them, sampling from a policy that is neither the old nor the new one."""
         with self._thread_lock:
             self._cache, self._cache_ids, self._rows = None, [], []
+            release_freed_memory()
 
     def close(self) -> None:
         """Drop the KV cache and the model reference (frees GPU memory once nothing else holds the model)."""
         self._cache, self._cache_ids, self._rows = None, [], []
         self.model = None
+        release_freed_memory()
 
     def __repr__(self) -> str:
         return f"HFEngine({str(self.path) if self.path else 'model'!r}, device={self.device!r})"
