@@ -46,7 +46,7 @@ from typing import Any
 from toolworld import get_world
 from toolworld.pipeline import run
 from toolworld.tasks.generate import generate
-from toolworld.tasks.model import Task, TaskSet
+from toolworld.tasks.model import DEMANDS, Task, TaskSet
 from toolworld.train.grpo import ADVANTAGES, REWARDS
 
 STAGES = ("base", "sft", "rft", "grpo")
@@ -250,6 +250,8 @@ class Bench:
                "infra_errors": int(summary.get("infra_errors", 0)), "mean_reward": summary.get("mean_reward"),
                # which part of the verdict moved: a stage can pass more while it identifies customers less
                "components": {c: v.get("pass_rate") for c, v in (summary.get("components") or {}).items()},
+               # which skill moved: held-out tasks by the reasoning they demand (an order to pick from a date, ...)
+               "by_demand": summary.get("by_demand") or {},
                "train_wall_s": round(train_wall_s, 1), "eval_wall_s": round(time.perf_counter() - started, 1),
                "run": f"eval-{name}", **extra}  # fmt: skip
         (self.out / f"{name}.json").write_text(json.dumps(row, indent=2), encoding="utf-8")
@@ -335,7 +337,19 @@ class Bench:
         still differ in partial reward, and these are what GRPO is for); after ``--rft-tasks fresh`` they are
         pool tasks. ``fresh``: ``--pool`` new tasks (:func:`fresh_tasks`). SFT drove the loss on its own training
         conversations to ~0.02, so the policy's trials on them show how it strays from a memorised answer; on
-        tasks it never saw they show what it does on held-out ones, which is what GRPO should change."""
+        tasks it never saw they show what it does on held-out ones, which is what GRPO should change.
+        ``--grpo-demand``: then only those whose scenario makes one of these demands."""
+        tasks = self.grpo_pool()
+        wanted = set(self.args.grpo_demand)
+        if not wanted:
+            return tasks
+        kept = [t for t in tasks if wanted & set(t.scenario.demands)]
+        print(f"[grpo] {len(kept)} of {len(tasks)} make the demand {' or '.join(sorted(wanted))}", flush=True)
+        if not kept:
+            sys.exit(f"no GRPO task makes the demand {' or '.join(sorted(wanted))}: drop --grpo-demand or pick another")
+        return kept
+
+    def grpo_pool(self) -> list[Task]:
         if self.args.grpo_tasks == "all":
             return list(self.train)
         if self.args.grpo_tasks == "fresh":
@@ -462,6 +476,9 @@ def main() -> None:
                    help="Reward of a GRPO trial: the score's weighted components, or 1 for success else 0.")
     p.add_argument("--grpo-tasks", choices=("all", "unsolved", "fresh"), default="all",
                    help="GRPO samples all training tasks, those not every RFT trial passed, or --pool new ones.")
+    p.add_argument("--grpo-demand", action="append", choices=DEMANDS, default=[], metavar="DEMAND",
+                   help=f"Keep only GRPO tasks whose scenario makes this demand ({', '.join(DEMANDS)}); repeatable "
+                        "(any of them). Aims GRPO at the skill the held-out breakdown (by_demand) shows missing.")
     p.add_argument("--grpo-seed", type=int, default=2, help="Seed of GRPO's task draws and sampling.")
     p.add_argument("--rft-tasks", choices=("train", "fresh"), default="train",
                    help="RFT plays SFT's training tasks, or --pool new ones (whose passing trials are new examples).")

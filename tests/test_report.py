@@ -200,6 +200,9 @@ def test_headline_numbers_and_run_config(run):
         assert f"{level} {entry['n']} {pct(entry['success_rate'])}" in page.text("panel-difficulty")
     for tool, entry in summary["by_target_tool"].items():
         assert f"{tool} {entry['n']} {pct(entry['success_rate'])}" in page.text("panel-target-tool")
+    assert summary["by_demand"]
+    for demand, entry in summary["by_demand"].items():
+        assert f"{demand} {entry['n']} {pct(entry['success_rate'])}" in page.text("panel-demand")
 
 
 def test_every_episode_is_embedded_without_token_buffers(run):

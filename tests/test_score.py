@@ -458,6 +458,24 @@ def test_summary_leaves_infra_trials_out_of_every_metric(world, kit_tasks):
         summarize(tasks, trajectories[:-1], scores, trials=3)
 
 
+def test_summary_groups_success_by_each_reasoning_demand(world, kit_tasks):
+    """A task counts under every demand of its scenario, one without any under "none": where every level and
+    kind fails alike, this is what tells which skill is missing (an order to pick from a description)."""
+    picky = kit_tasks["cancel"].model_copy(deep=True)
+    picky.scenario.demands = ["unknown_fact", "piecemeal"]
+    plain = kit_tasks["address"]
+    typo = ToolCall("get_order_details", {"order_id": "#W0000000"})
+    trajectories = [run(run_episode(world, picky, GoldPolicy(), trial=0)),
+                    replay(world, picky, [*picky.gold_actions[:1], typo], trial=1),
+                    run(run_episode(world, plain, GoldPolicy(), trial=0))]  # fmt: skip
+    tasks = {t.id: t for t in (picky, plain)}
+    scores = [score_trajectory(tasks[t.task_id], t) for t in trajectories]
+    summary = summarize(tasks, trajectories, scores, trials=2).model_dump(mode="json")
+    assert summary["by_demand"] == {"none": {"n": 1, "success_rate": 1.0},
+                                    "piecemeal": {"n": 2, "success_rate": 0.5},
+                                    "unknown_fact": {"n": 2, "success_rate": 0.5}}  # fmt: skip
+
+
 def test_score_round_trips_through_json_and_is_deterministic(world, kit_tasks):
     task = kit_tasks["cancel"]
     order = task.gold_actions[2].arguments["order_id"]

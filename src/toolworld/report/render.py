@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.files import atomic_write_text
+from ..tasks.model import DEMANDS
 from . import plots
 from .data import json_safe, plain, script_json, viewer_data
 from .plots import Chart, counts, k_series, number, rate_groups, step_counts
@@ -249,6 +250,11 @@ def panels(summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> lis
               [_rate_table("tool", rate_groups(summary.get("by_target_tool")))], bool(summary.get("by_target_tool"))),
         Panel("panel-kind", "Success by task kind", "Action, refusal and information tasks.", None,
               [_rate_table("kind", rate_groups(summary.get("by_kind"), ("action", "refusal", "info")))]),
+        Panel("panel-demand", "Success by reasoning demand",
+              "What a task asks beyond calling the obvious tool (an order described instead of named, details "
+              "given piecemeal, ...); a task counts under each demand it makes, \"none\" when it makes none.", None,
+              [_rate_table("demand", rate_groups(summary.get("by_demand"), ("none", *DEMANDS)))],
+              bool(summary.get("by_demand"))),
         Panel("panel-components", "Reward components", "How often each part of the reward passed, and which "
               "kinds of state error the failures had.", None,
               [_component_table(summary), _count_table("failure", "episodes", counts(summary.get("failures")))]),

@@ -155,6 +155,10 @@ def summary_fields(tasks: Mapping[str, Task], trajectories: Sequence[Trajectory]
     by_difficulty = _groups((t.difficulty.level if t else "unknown", s.success) for t, s in rows)
     by_kind = _groups((t.kind if t else "unknown", s.success) for t, s in rows)
     by_target = _groups((tool, s.success) for t, s in rows for tool in (t.provenance.targets if t else ["unknown"]))
+    # a task counts under each reasoning demand it makes ("none": it makes none); which skill a model lacks shows
+    # here when every level and kind fails alike
+    by_demand = _groups((demand, s.success) for t, s in rows
+                        for demand in ((t.scenario.demands or ["none"]) if t else ["unknown"]))  # fmt: skip
 
     calls: Counter[str] = Counter()
     errors: Counter[str] = Counter()
@@ -215,6 +219,7 @@ def summary_fields(tasks: Mapping[str, Task], trajectories: Sequence[Trajectory]
         "by_difficulty": by_difficulty,
         "by_kind": by_kind,
         "by_target_tool": by_target,
+        "by_demand": by_demand,
         "components": {name: {"n": len(v), "pass_rate": _rate(sum(v), len(v))} for name, v in sorted(components.items())},
         "failures": failures,
         "tool_errors": tool_errors,

@@ -138,6 +138,7 @@ class Summary(_Part):
     by_difficulty: dict[str, Group] = Field(default_factory=dict)
     by_kind: dict[str, Group] = Field(default_factory=dict)
     by_target_tool: dict[str, Group] = Field(default_factory=dict)
+    by_demand: dict[str, Group] = Field(default_factory=dict)
     components: dict[str, ComponentRate] = Field(default_factory=dict)
     failures: Failures = Field(default_factory=Failures)
     tool_errors: dict[str, ToolErrors] = Field(default_factory=dict)
