@@ -3,6 +3,7 @@ decoding batches of episodes together.
 
     python benchmarks/engines.py --model runs/learning-fast/sft/final --gguf runs/learning-fast/sft/model.gguf
     python benchmarks/engines.py --tasks 16                      # the embedded model (its GGUF, both engines)
+    python benchmarks/engines.py --model M --configs hf-bf16-b8-untrimmed,hf-bf16-b8 --tasks 48   # memory
 
 Each configuration is one ``toolworld run`` subprocess (the path users take: the CLI, the policy spec, the scripted
 user, scoring and the run store) on the same retail info tasks (generator seed 202), at temperature 0, evaluation
@@ -15,6 +16,10 @@ Why batches pay on a CPU: decoding one token of one sequence reads every weight 
 for 8 tokens. The hf engine keeps each episode's keys and values between its turns (a turn reads only its new
 tokens) and copies the system prompt episodes share.
 
+Each configuration also reports its peak resident memory (``peak_rss_gb``, the subprocess's own ``ru_maxrss``).
+``hf-bf16-b8-untrimmed`` is ``hf-bf16-b8`` with the engine's heap trim after each batch switched off
+(``toolworld.core.memory``): the same command, started through a wrapper that replaces the trim by a no-op.
+
 The last line printed is one JSON object.
 """
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -29,14 +35,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-#: name -> (engine, dtype, batch); the first is the anchor.
-CONFIGS: dict[str, tuple[str, str, int]] = {
-    "gguf": ("gguf", "f16", 1),
-    "hf-bf16-b8": ("hf", "bfloat16", 8),
-    "hf-bf16-b16": ("hf", "bfloat16", 16),
-    "hf-fp32-b8": ("hf", "float32", 8),
-    "hf-bf16-b1": ("hf", "bfloat16", 1),
+#: name -> (engine, dtype, batch, heap trim after each batch); the first is the anchor.
+CONFIGS: dict[str, tuple[str, str, int, bool]] = {
+    "gguf": ("gguf", "f16", 1, True),
+    "hf-bf16-b8": ("hf", "bfloat16", 8, True),
+    "hf-bf16-b16": ("hf", "bfloat16", 16, True),
+    "hf-fp32-b8": ("hf", "float32", 8, True),
+    "hf-bf16-b1": ("hf", "bfloat16", 1, True),
+    "hf-bf16-b8-untrimmed": ("hf", "bfloat16", 8, False),
 }
+
+#: ``python -m toolworld`` with the hf engine's heap trim replaced by a no-op (the engine before it had one).
+UNTRIMMED = ("import sys, toolworld.rollout.engines.hf as hf; hf.release_freed_memory = lambda: False; "
+             "sys.argv[0] = 'toolworld'; from toolworld.cli import main; main()")  # fmt: skip
 
 
 def spec(engine: str, dtype: str, batch: int, model: str, gguf: str, max_tokens: int) -> str:
@@ -78,22 +89,28 @@ def main() -> None:
                          encoding="utf-8")  # fmt: skip
     results: dict[str, Any] = {}
     for name in names:
-        engine, dtype, batch = CONFIGS[name]
+        engine, dtype, batch, trim = CONFIGS[name]
         run_dir = out / name
-        cmd = [sys.executable, "-m", "toolworld", "run", "retail", "--tasks", str(tasks), "--out", str(run_dir),
+        cmd = [sys.executable, *(["-m", "toolworld"] if trim else ["-c", UNTRIMMED]), "run", "retail", "--tasks", str(tasks), "--out", str(run_dir),
                "--policy", spec(engine, dtype, batch, model, gguf, a.max_tokens), "--concurrency", str(batch),
                "--max-turns", "12", "--max-tokens", "8032"]  # fmt: skip
         if run_dir.exists():
             sys.exit(f"{run_dir} exists: pass another --out")
         started = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        log = run_dir.with_suffix(".log")
+        with log.open("w", encoding="utf-8") as sink:
+            proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT)
+            _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak memory (RUSAGE_CHILDREN is a max)
         wall = time.perf_counter() - started
-        if proc.returncode != 0:
-            sys.exit(f"{name} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            sys.exit(f"{name} failed ({code}):\n{log.read_text(encoding='utf-8', errors='replace')[-2000:]}")
         summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        peak = usage.ru_maxrss / 1024**2  # KiB on Linux
         results[name] = {"wall_s": round(wall, 1), "episodes": summary.get("scored"),
-                         "success_rate": summary.get("success_rate")}  # fmt: skip
-        print(f"{name}: {wall:.1f} s, success {summary.get('success_rate')}", file=sys.stderr, flush=True)
+                         "success_rate": summary.get("success_rate"), "peak_rss_gb": round(peak, 2)}  # fmt: skip
+        print(f"{name}: {wall:.1f} s, success {summary.get('success_rate')}, peak RSS {peak:.2f} GB", file=sys.stderr,
+              flush=True)  # fmt: skip
     anchor = results[names[0]]["wall_s"]
     for row in results.values():
         row["speedup_vs_anchor"] = round(anchor / row["wall_s"], 2) if row["wall_s"] else None
