@@ -45,7 +45,7 @@ CONFIGS: dict[str, tuple[str, str, int, bool]] = {
     "hf-bf16-b8-untrimmed": ("hf", "bfloat16", 8, False),
 }
 
-#: ``python -m toolworld`` with the hf engine's heap trim replaced by a no-op (the engine before it had one).
+#: ``python -m toolworld`` with the hf engine's heap trim replaced by a no-op (the engine as it was without one).
 UNTRIMMED = ("import sys, toolworld.rollout.engines.hf as hf; hf.release_freed_memory = lambda: False; "
              "sys.argv[0] = 'toolworld'; from toolworld.cli import main; main()")  # fmt: skip
 
@@ -91,7 +91,8 @@ def main() -> None:
     for name in names:
         engine, dtype, batch, trim = CONFIGS[name]
         run_dir = out / name
-        cmd = [sys.executable, *(["-m", "toolworld"] if trim else ["-c", UNTRIMMED]), "run", "retail", "--tasks", str(tasks), "--out", str(run_dir),
+        toolworld = ["-m", "toolworld"] if trim else ["-c", UNTRIMMED]
+        cmd = [sys.executable, *toolworld, "run", "retail", "--tasks", str(tasks), "--out", str(run_dir),
                "--policy", spec(engine, dtype, batch, model, gguf, a.max_tokens), "--concurrency", str(batch),
                "--max-turns", "12", "--max-tokens", "8032"]  # fmt: skip
         if run_dir.exists():
