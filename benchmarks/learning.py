@@ -270,7 +270,8 @@ class Bench:
         a = self.args
         started = time.perf_counter()
         samples = sft_samples(self.out / "train.jsonl", self.tokenizer, gold_out=self.out / "gold-train",
-                              max_len=a.max_len, tool_prompt=TOOL_PROMPT)  # fmt: skip
+                              max_len=a.max_len, tool_prompt=TOOL_PROMPT,
+                              gold_policy="gold:explain=1" if a.explain_picks else "gold")  # fmt: skip
         config = SFTConfig(out=self.out / "sft", lr=a.sft_lr, epochs=a.sft_epochs, max_len=a.max_len,
                            batch_tokens=max(a.batch_tokens, a.max_len), tool_prompt=TOOL_PROMPT, seed=0, **self.cpu_sft(),
                            resume=(self.out / "sft" / "train.jsonl").exists())  # fmt: skip
@@ -462,6 +463,9 @@ def main() -> None:
                    help="bf16 autocast in SFT's, RFT's and GRPO's updates.")
     p.add_argument("--sft-lr", type=float, default=1e-4)
     p.add_argument("--sft-epochs", type=int, default=2)
+    p.add_argument("--explain-picks", action="store_true",
+                   help="SFT's gold conversations say how each order the customer only described was picked from "
+                        "the list, row by row (gold:explain=1); give turns room with --max-tokens 320.")
     p.add_argument("--rft-k", type=int, default=2)
     p.add_argument("--rft-lr", type=float, default=3e-5)
     p.add_argument("--rft-epochs", type=int, default=1)

@@ -99,7 +99,7 @@ def test_registering_the_token_kinds_imports_no_model_library():
 
 def test_spec_forms_and_parsing_come_from_the_registrations():
     forms = spec_forms()
-    assert [f.split()[0] for f in forms][:8] == ["gold[:drop=P,repeat=P,corrupt=P,seed=N]", "noop", "gibberish[:seed=N]",
+    assert [f.split()[0] for f in forms][:8] == ["gold[:drop=P,repeat=P,corrupt=P,seed=N,explain=1]", "noop", "gibberish[:seed=N]",
                                                  "openai:MODEL[@URL][,k=v...]", "vllm:MODEL@URL[,k=v...]",
                                                  "hf:PATH[,k=v...]", "gguf:PATH[,k=v...]", "smollm2[,k=v...]"]  # fmt: skip
     # a kind that takes no target reads what follows the colon as options; one that does keeps it whole

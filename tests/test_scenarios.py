@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from toolworld.core.dates import MONTHS
 from toolworld.tasks.generate import TaskBuilder, generate
 from toolworld.tasks.kit import kit_for
 from toolworld.tasks.quality import coherence_problems, missing_checks, purposeless_reads
@@ -100,7 +101,7 @@ def _order_matches(ep, said: str, order: dict, orders: list[dict]) -> bool:  # t
         return order["placed_at"] == max(o["placed_at"] for o in orders)
     if said.startswith(("the order I placed on ", "my order from ")):
         month, day = said.rsplit(" ", 2)[-2:]
-        return order["placed_at"][5:10] == f"{scenarios.MONTHS.index(month) + 1:02d}-{int(day):02d}"
+        return order["placed_at"][5:10] == f"{MONTHS.index(month) + 1:02d}-{int(day):02d}"
     status = next(st for st, phrases in scenarios.STATUS_PHRASES.items() if said in phrases)
     return order["status"] == status
 

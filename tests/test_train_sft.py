@@ -265,3 +265,22 @@ def test_a_run_without_successes_is_refused(gold, tokenizer, tmp_path):
         sft_samples(tmp_path / "noop", tokenizer)
     assert exc.value.kind == "no_successful_trials"
     assert len(sft_samples(tmp_path / "noop", tokenizer, include_failed=True)) == 3
+
+
+def test_cli_explain_picks_trains_on_the_pick_notes(tokenizer, tiny_dir, tmp_path):
+    """``--explain-picks``: the gold run says how the described order was picked, and that note is learnt."""
+    from toolworld.tasks.generate import generate
+    from toolworld.tasks.model import write_jsonl
+
+    described = next(t for t in generate("retail", 40, seed=3, sampler="info").tasks
+                     if any(n.slot == "order" for n in t.scenario.needs))  # fmt: skip
+    write_jsonl(tmp_path / "one.jsonl", [described])
+    out = tmp_path / "notes"
+    res = invoke("train", "sft", tmp_path / "one.jsonl", "--model", tiny_dir, "--out", out, "--max-steps", "1",
+                 "--max-len", "6144", "--explain-picks", "--json")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    [sample] = sft_samples(out / "gold-run", tokenizer)
+    learnt = tokenizer.decode([t for t, m in zip(sample.input_ids, sample.loss_mask, strict=True) if m])
+    assert 'Looking for "' in learnt and ", this one." in learnt
+    [plain] = sft_samples(tmp_path / "one.jsonl", tokenizer, gold_out=tmp_path / "plain")
+    assert "Looking for" not in tokenizer.decode(plain.input_ids)

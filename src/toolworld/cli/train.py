@@ -91,6 +91,10 @@ def sft(
     seed: SeedOpt = 0,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the latest checkpoint in OUT.")] = False,
     include_failed: Annotated[bool, typer.Option("--include-failed", help="Learn from unsuccessful trials too.")] = False,
+    explain_picks: Annotated[bool, typer.Option("--explain-picks", help="With a task file: the gold conversations "
+                                                "say how each value the customer only described was picked from the "
+                                                "list it came from, row by row (policy gold:explain=1); a small "
+                                                "model learns such a pick from the steps, not from the id alone.")] = False,
     device: DeviceOpt = "auto",
     tool_prompt: ToolPromptOpt = None,
     gradient_checkpointing: CheckpointingOpt = False,
@@ -129,7 +133,8 @@ def sft(
              "(`toolworld tasks generate ...`)")  # fmt: skip
     try:
         result = _train(source, model, config, device=device, include_failed=include_failed, trl=trl,
-                        gold_out=out / GOLD_RUN_DIR, quiet=as_json, tool_prompt=tool_prompt)  # fmt: skip
+                        gold_out=out / GOLD_RUN_DIR, quiet=as_json, tool_prompt=tool_prompt,
+                        gold_policy="gold:explain=1" if explain_picks else "gold")  # fmt: skip
     except ToolworldError as exc:
         fail_with(exc)
     summary = {"steps": result.steps, "total_steps": result.total_steps, "resumed_from": result.resumed_from,
@@ -153,7 +158,7 @@ def sft(
 
 
 def _train(source: Path, model_spec: str, config: SFTConfig, *, device: str, include_failed: bool, trl: bool,
-           gold_out: Path, quiet: bool, tool_prompt: str | None) -> SFTResult:  # fmt: skip
+           gold_out: Path, quiet: bool, tool_prompt: str | None, gold_policy: str = "gold") -> SFTResult:  # fmt: skip
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -176,7 +181,7 @@ def _train(source: Path, model_spec: str, config: SFTConfig, *, device: str, inc
     config.tool_prompt = _tool_prompt(tool_prompt, path, SFTError, out=config.out, resume=config.resume)
     with err_console.status(f"rendering training data from {source}", spinner="dots") if not quiet else contextlib.nullcontext():
         samples = sft_samples(source, tokenizer, include_failed=include_failed, gold_out=gold_out,
-                              max_len=config.max_len, tool_prompt=config.tool_prompt)  # fmt: skip
+                              max_len=config.max_len, tool_prompt=config.tool_prompt, gold_policy=gold_policy)  # fmt: skip
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[extra]}"), TimeElapsedColumn(), TimeRemainingColumn(),
                         console=err_console, disable=quiet)  # fmt: skip

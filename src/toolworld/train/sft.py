@@ -260,13 +260,14 @@ class SFTResult:
 
 
 def sft_samples(source: str | Path, tokenizer: Any, *, include_failed: bool = False, gold_out: str | Path | None = None,
-                max_len: int | None = None, tool_prompt: str = "auto") -> list[Sample]:  # fmt: skip
+                max_len: int | None = None, tool_prompt: str = "auto", gold_policy: str = "gold") -> list[Sample]:  # fmt: skip
     """Training samples from a run folder or a task file, rendered through ``tokenizer``'s chat template.
 
     A run folder: its successful trials (all scored ones with ``include_failed``), rendered as
     :func:`toolworld.store.export.sft_records` renders them, with the token bridge used at rollout time. A task
     file: the gold policy is run on it first into ``gold_out`` (reused when it already holds that run), and that
-    run is used. ``max_len`` truncates each sample. ``tool_prompt`` is how the tools are stated (``ChatTemplate``):
+    run is used (``gold_policy``: its spec, e.g. ``gold:explain=1`` for conversations that say how each
+    described value was picked). ``max_len`` truncates each sample. ``tool_prompt`` is how the tools are stated (``ChatTemplate``):
     train with the one the model will be run with. Raises :class:`SFTError`: ``not_found``, ``not_a_run``,
     ``not_tasks``, ``no_successful_trials``.
     """
@@ -276,7 +277,7 @@ def sft_samples(source: str | Path, tokenizer: Any, *, include_failed: bool = Fa
     if not path.exists():
         raise SFTError(f"{path} does not exist; pass a run folder (from `toolworld run ... --out DIR`) or a task "
                        "file (from `toolworld tasks generate`)", kind="not_found")  # fmt: skip
-    runs = [path] if path.is_dir() else _gold_runs(path, gold_out)
+    runs = [path] if path.is_dir() else _gold_runs(path, gold_out, gold_policy)
     records: list[dict[str, Any]] = []
     for run in runs:
         records.extend(_run_records(run, tokenizer, include_failed, tool_prompt))
@@ -318,7 +319,7 @@ def _run_records(run: Path, tokenizer: Any, include_failed: bool, tool_prompt: s
         store.close()
 
 
-def _gold_runs(tasks_file: Path, gold_out: str | Path | None) -> list[Path]:
+def _gold_runs(tasks_file: Path, gold_out: str | Path | None, gold_policy: str = "gold") -> list[Path]:
     """Run the gold policy on a task file (one run per world it holds); the run folders."""
     from ..pipeline import RunError
     from ..pipeline import run as run_pipeline
@@ -343,7 +344,7 @@ def _gold_runs(tasks_file: Path, gold_out: str | Path | None) -> list[Path]:
     for world, tasks in by_world.items():
         out = base if len(by_world) == 1 else base / world
         try:  # a gold run already there (a resumed training) is reused, finishing only what it lacks
-            run_pipeline(world, tasks, "gold", out=out, resume=(out / "run.db").is_file(), report=False)
+            run_pipeline(world, tasks, gold_policy, out=out, resume=(out / "run.db").is_file(), report=False)
         except RunError as exc:
             raise SFTError(f"gold run of {tasks_file} into {out}: {exc}", kind=exc.kind) from exc
         runs.append(out)

@@ -10,9 +10,11 @@ and when the customer changes their mind at that point, asks again for the revis
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ...core.dates import is_iso_date, spoken_date
 from ...core.seeds import derive_seed
 from ...records.messages import AssistantTurn, Message
 from ...scoring.conduct import identifies, is_affirmative
@@ -61,6 +63,11 @@ class GoldPolicy:
     whether to proceed, and makes the call after the user's answer. ``world`` says which tools those are;
     by default the registered world named by the task.
 
+    With ``explain`` the turn that first uses a value the customer only described ("the order I placed on
+    April 16", a scenario need) says how it was found, reading the list it came from row by row up to the one
+    meant (:func:`pick_note`), so a model trained on the conversation learns to make the pick in steps it can
+    copy and compare rather than in one token.
+
     With noise it perturbs the plan per (task, trial): each gold step is dropped with probability ``drop``,
     one of its arguments corrupted with probability ``corrupt``, and repeated with probability ``repeat``.
     Each perturbation is reported in the ``meta["perturbations"]`` of the turn that carries it (a dropped
@@ -68,8 +75,9 @@ class GoldPolicy:
     """
 
     def __init__(self, *, drop: float = 0.0, repeat: float = 0.0, corrupt: float = 0.0, seed: int = 0,
-                 world: World | None = None) -> None:  # fmt: skip
+                 explain: bool = False, world: World | None = None) -> None:  # fmt: skip
         self.world = world
+        self.explain = explain
         # world name -> (its tools that need consent, its identification tools)
         self._tools: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         for key, p in (("drop", drop), ("repeat", repeat), ("corrupt", corrupt)):
@@ -79,6 +87,8 @@ class GoldPolicy:
         opts = [f"{k}={v:g}" for k, v in (("drop", drop), ("repeat", repeat), ("corrupt", corrupt)) if v]
         if opts and seed:
             opts.append(f"seed={seed}")
+        if explain:
+            opts.append("explain=1")
         self.name = "gold" + (":" + ",".join(opts) if opts else "")
 
     def start(self, *, tools: list[dict[str, Any]], task: Task | None = None, seed: int = 0) -> GoldSession:
@@ -94,7 +104,7 @@ class GoldPolicy:
             questions = [fact_request(name, i) for i, name in enumerate(first.arguments)]
         # What the request left out and the customer gives only when asked (a piecemeal user's new address).
         questions += [fact_request(key, len(questions) + i) for i, key in enumerate(task.scenario.withheld)]
-        return GoldSession(task, self.plan(task, seed), consent, questions=questions)
+        return GoldSession(task, self.plan(task, seed), consent, questions=questions, explain=self.explain)
 
     def plan(self, task: Task, seed: int = 0) -> tuple[list[_Planned], list[dict[str, Any]]]:
         """The calls to make and the perturbations left for the final turn (drops after the last call)."""
@@ -171,6 +181,56 @@ def gold_answer(task: Task) -> str:
     return " ".join(parts)
 
 
+def _listed_rows(messages: list[Message], value: str) -> tuple[list[dict[str, Any]], str] | None:
+    """The rows of the latest tool result that is a list of objects one of which holds ``value``, and the field
+    that holds it; None when no tool result lists it."""
+    for msg in reversed(messages):
+        if msg.get("role") != "tool":
+            continue
+        try:
+            rows = json.loads(msg.get("content") or "")
+        except (TypeError, ValueError):
+            continue
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            continue
+        for row in rows:
+            key = next((k for k, v in row.items() if v == value), None)
+            if key is not None:
+                return rows, key
+    return None
+
+
+def _row_words(row: dict[str, Any], key: str) -> str:
+    """One listed row as a note names it: the picked field first, then its other words; dates also spoken."""
+    words = [str(row[key])]
+    for k, v in row.items():
+        if k == key or not isinstance(v, str):
+            continue
+        words.append(f"{v[:10]} ({spoken_date(v)})" if is_iso_date(v) else v)
+    return " ".join(words)
+
+
+def pick_note(phrase: str, value: str, messages: list[Message]) -> str:
+    """How a careful agent says it found a value the customer only described: the rows of the list it came
+    from, in order, each with its words (dates also as spoken), up to the row that matches the description.
+
+    ``'Looking for "the order I placed on April 16": #W4627932 processed 2026-05-14 (May 14); ...;
+    #W8708015 delivered 2026-04-16 (April 16), this one.'`` Read row by row, each step is a copy and a local
+    comparison with the phrase just quoted, which a small model can learn; picking the id in one step from the
+    whole list is a lookup it does at chance. Empty when no earlier tool result lists ``value``.
+    """
+    found = _listed_rows(messages, value)
+    if found is None:
+        return ""
+    rows, key = found
+    shown: list[str] = []
+    for row in rows:
+        shown.append(_row_words(row, key))
+        if row.get(key) == value:
+            break
+    return f'Looking for "{phrase}": ' + "; ".join(shown) + ", this one."
+
+
 def _last_user_text(messages: list[Message]) -> str:
     for msg in reversed(messages):
         if msg.get("role") == "user":
@@ -193,8 +253,11 @@ class GoldSession:
     MAX_ASKS = 3
 
     def __init__(self, task: Task, plan: tuple[list[_Planned], list[dict[str, Any]]],
-                 consent: frozenset[str] = frozenset(), *, questions: list[str] | None = None) -> None:  # fmt: skip
+                 consent: frozenset[str] = frozenset(), *, questions: list[str] | None = None,
+                 explain: bool = False) -> None:  # fmt: skip
         self.task = task
+        self._explain = explain
+        self._explained: set[str] = set()  # values whose pick was already explained
         self._calls, self._final_notes = plan
         self._consent = consent
         self._questions = list(questions or ())
@@ -245,8 +308,22 @@ class GoldSession:
             self._next += 1
             meta = {"perturbations": planned.perturbations} if planned.perturbations else {}
             call = ToolCall(planned.call.name, copy.deepcopy(planned.call.arguments))
-            return AssistantTurn(content="", tool_calls=[call], finish_reason="tool_calls", meta=meta)
+            note = self._note(call, messages) if self._explain else ""
+            return AssistantTurn(content=note, tool_calls=[call], finish_reason="tool_calls", meta=meta)
         return self._answer()
+
+    def _note(self, call: ToolCall, messages: list[Message]) -> str:
+        """The pick note for the first call that uses a described value (none for later uses of it)."""
+        args = call.arguments if isinstance(call.arguments, dict) else {}
+        for need in self.task.scenario.needs:
+            value = need.value
+            if not isinstance(value, str) or value in self._explained or value not in args.values():
+                continue
+            note = pick_note(need.phrase, value, messages)
+            if note:
+                self._explained.add(value)
+                return note
+        return ""
 
     def _answer(self) -> AssistantTurn:
         if self._answered:  # the user kept talking after the answer: nothing to add, no further actions
@@ -259,16 +336,20 @@ class GoldSession:
         return None
 
 
-@policy("gold", usage="gold[:drop=P,repeat=P,corrupt=P,seed=N]",
-        help="replay the task's gold actions; with drop/repeat/corrupt, known mistakes to test scorers",
-        options=("drop", "repeat", "corrupt", "seed"))  # fmt: skip
-def make_gold(*, drop: Any = 0.0, repeat: Any = 0.0, corrupt: Any = 0.0, seed: Any = 0,
+@policy("gold", usage="gold[:drop=P,repeat=P,corrupt=P,seed=N,explain=1]",
+        help="replay the task's gold actions; with drop/repeat/corrupt, known mistakes to test scorers; with "
+             "explain=1, say how each described value was picked from the list it came from",
+        options=("drop", "repeat", "corrupt", "seed", "explain"))  # fmt: skip
+def make_gold(*, drop: Any = 0.0, repeat: Any = 0.0, corrupt: Any = 0.0, seed: Any = 0, explain: Any = 0,
               world: World | None = None) -> GoldPolicy:  # fmt: skip
-    """``--policy gold:...``: probabilities as numbers, the seed as an integer."""
+    """``--policy gold:...``: probabilities as numbers, the seed as an integer, explain as 0/1."""
     try:
         probabilities = {"drop": float(drop), "repeat": float(repeat), "corrupt": float(corrupt)}
         seed_value = int(seed)
     except (TypeError, ValueError):
         raise ValueError("gold drop=, repeat= and corrupt= take probabilities (0 to 1) and seed= an integer, got "
                          f"drop={drop!r}, repeat={repeat!r}, corrupt={corrupt!r}, seed={seed!r}") from None
-    return GoldPolicy(**probabilities, seed=seed_value, world=world)
+    flag = str(explain).strip().lower()
+    if flag not in ("0", "1", "true", "false", "yes", "no"):
+        raise ValueError(f"gold explain= takes 0 or 1, got {explain!r}")
+    return GoldPolicy(**probabilities, seed=seed_value, explain=flag in ("1", "true", "yes"), world=world)

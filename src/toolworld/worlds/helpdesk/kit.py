@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from toolworld.core.dates import spoken_date
 from toolworld.core.errors import ToolworldError
 from toolworld.tasks.kit import Bag, TaskKit
 from toolworld.tasks.model import ExpectedOutput, Need, UserProfile
@@ -65,8 +66,6 @@ UNKNOWN_TICKET_LINES = (
     "I deleted the notification e-mail, so I don't know the ticket number.",
     "No idea what the number was, I'm afraid.",
 )
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December")
 #: Tools whose ticket is the one the request is about (a merge names two and is always quoted by number).
 DESCRIBABLE = ("add_comment", "set_priority", "escalate_ticket", "reopen_ticket", "solve_ticket", "get_ticket",
                "create_follow_up_ticket")
@@ -397,8 +396,7 @@ def _describe_ticket(ep: Episode, contact: Mapping[str, Any], ticket_id: Any, rn
     day = me["created_at"][:10]
     mine = [r for r in rows if r["requester_id"] == contact["contact_id"]]
     if sum(r["created_at"][:10] == day for r in mine) == 1:
-        _, month, date = day.split("-")
-        options.append(f"the ticket I opened on {MONTHS[int(month) - 1]} {int(date)}, {day[:4]}")
+        options.append(f"the ticket I opened on {spoken_date(day, year=True)}")
     return rng.choice(options) if options else None
 
 

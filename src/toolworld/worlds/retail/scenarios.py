@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from toolworld.core.dates import spoken_date
 from toolworld.tasks.model import Need
 from toolworld.tasks.sampling import Draft, Plan, Target
 from toolworld.world import Episode, Rng
@@ -105,7 +106,7 @@ def describe_order(ep: Episode, user_id: Any, order_id: str, rng: Rng) -> str | 
         options += ["my most recent order", "the last order I placed"]
     day = me["placed_at"][:10]
     if sum(o["placed_at"][5:10] == day[5:] for o in orders) == 1:  # "May 3" says no year: unique without it
-        spoken = _spoken_date(day)
+        spoken = spoken_date(day)
         options += [f"the order I placed on {spoken}", f"my order from {spoken}"]
     if me["status"] in STATUS_PHRASES and sum(o["status"] == me["status"] for o in orders) == 1:
         options += list(STATUS_PHRASES[me["status"]])
@@ -142,16 +143,6 @@ STATUS_PHRASES: dict[str, tuple[str, ...]] = {
     "processed": ("the order that's being processed",),
     "shipped": ("the order that's on its way", "my order that's already shipped"),
 }
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December")
-
-
-def _spoken_date(day: str) -> str:
-    """'2026-04-12' as a customer says it: 'April 12'."""
-    _, month, date = day.split("-")
-    return f"{MONTHS[int(month) - 1]} {int(date)}"
-
-
 def payment_phrases(kit: RetailKit, ep: Episode, user_id: Any) -> dict[str, str]:
     """Each of the user's payment methods as the user names it, kept only where the name is unique."""
     rows = ep.query("SELECT payment_method_id FROM payment_methods WHERE user_id = ? ORDER BY 1", (user_id,))
