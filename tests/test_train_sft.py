@@ -250,6 +250,8 @@ def test_cli_errors_are_structured(gold, tiny_dir, tmp_path):
          "nothing_to_learn"),
         (("train", "sft", gold["run"], "--model", tiny_dir, "--out", tmp_path / "o6", "--max-len", "64",
           "--batch-tokens", "32"), "invalid_option"),
+        (("train", "sft", gold["run"], "--model", tiny_dir, "--out", tmp_path / "o7", "--explain-picks"),
+         "invalid_option"),
     ]  # fmt: skip
     for args, kind in cases:
         err = error_of(invoke(*args))

@@ -125,6 +125,9 @@ def sft(
     if trl and (bf16 or gradient_checkpointing or not packing):
         fail("invalid_option", "--bf16, --gradient-checkpointing and --no-packing belong to the built-in trainer; "
              "with --trl, set TRL's own options in Python (toolworld.train.sft.train_sft_trl)")  # fmt: skip
+    if explain_picks and source.is_dir():
+        fail("invalid_option", f"--explain-picks rewrites gold conversations, but {source} is a run folder whose "
+             "conversations are already recorded; pass a task file, or drop --explain-picks")  # fmt: skip
     if not resume and (latest_checkpoint(out) is not None or (out / LOG_FILE).exists()):
         fail("output_exists", f"{out} already holds a training run: add --resume to continue it, or choose another "
              "--out")  # fmt: skip
