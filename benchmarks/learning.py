@@ -384,7 +384,8 @@ class Bench:
 
         tasks = self.grpo_tasks()
         config = GRPOConfig(out=self.out / "grpo", group=a.group, tasks_per_step=a.tasks_per_step,
-                            steps=a.grpo_steps, lr=a.grpo_lr, max_tokens=a.max_tokens, max_len=a.max_len,
+                            steps=a.grpo_steps, lr=a.grpo_lr, optimizer=a.grpo_optimizer, max_tokens=a.max_tokens,
+                            max_len=a.max_len,
                             updates=a.grpo_updates, advantage=a.grpo_advantage, kl_coef=a.grpo_kl,
                             reward=a.grpo_reward, temperature=a.temperature,
                             tool_prompt=TOOL_PROMPT, concurrency=a.batch if a.engine == "hf" else 1, seed=a.grpo_seed,
@@ -473,6 +474,8 @@ def main() -> None:
     p.add_argument("--tasks-per-step", type=int, default=4)
     p.add_argument("--grpo-steps", type=int, default=8)
     p.add_argument("--grpo-lr", type=float, default=2e-6)
+    p.add_argument("--grpo-optimizer", choices=["adamw", "sgd"], default="adamw",
+                   help="adamw moves every weight ~lr a step; sgd in proportion to its gradient (lr ~0.1-1).")
     p.add_argument("--grpo-updates", type=int, default=1, help="Optimizer steps per batch of GRPO trials.")
     p.add_argument("--grpo-advantage", default="grpo", choices=ADVANTAGES, help="Advantage estimator.")
     p.add_argument("--grpo-kl", type=float, default=0.0, help="KL coefficient to the RFT model (0: no reference).")

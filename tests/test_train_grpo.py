@@ -193,6 +193,31 @@ def test_a_bf16_update_moves_the_weights_as_the_float32_one_does_up_to_rounding(
     assert float(torch.nn.functional.cosine_similarity(full, half, dim=0)) > 0.9
 
 
+def test_sgd_moves_weights_by_their_gradient_where_adamw_moves_each_by_about_lr(two_steps, tokenizer, world, tasks,
+                                                                               tmp_path):  # fmt: skip
+    """``optimizer="sgd"``: the same trials (same seeds and weights), a step that still raises the rewarded trial
+    against the other, but whose size follows the gradient: AdamW's first step moves nearly every weight by ``lr``
+    (bias correction makes it ``lr * sign(g)``), SGD's moves a few weights far and most of them hardly at all."""
+    start = two_steps["start"].state_dict()
+    moves = {}
+    for name, lr in (("adamw", 1e-3), ("sgd", 0.1)):
+        model = copy.deepcopy(two_steps["start"])
+        train_grpo(model, tokenizer, world, tasks[:1], config(tmp_path / name, steps=1, lr=lr, optimizer=name),
+                   scorer=Recorder())  # fmt: skip
+        moves[name] = torch.cat([(v.float() - start[k].float()).abs().flatten() for k, v in model.state_dict().items()])
+        first = two_steps["scorer"].seen[:2]
+        good = next(t for t in first if t.trial == 1)
+        bad = next(t for t in first if t.trial == 0)
+        moved = (sampled_logprob(model, good) - sampled_logprob(two_steps["start"], good)) - (
+            sampled_logprob(model, bad) - sampled_logprob(two_steps["start"], bad))  # fmt: skip
+        assert moved > 0, name
+    adam, sgd = moves["adamw"], moves["sgd"]
+    near_lr = ((adam[adam > 0] - 1e-3).abs() < 2e-4).float().mean()
+    assert near_lr > 0.9  # every weight with a gradient moved ~lr
+    changed = sgd[sgd > 0]
+    assert changed.numel() > 0 and float(changed.max()) > 100 * float(changed.median())
+
+
 def test_resume_continues_at_the_next_step_and_ends_where_an_uninterrupted_run_ends(two_steps, tokenizer, world,
                                                                                        tasks, tmp_path):  # fmt: skip
     out = tmp_path / "run"
@@ -215,6 +240,9 @@ def test_resume_continues_at_the_next_step_and_ends_where_an_uninterrupted_run_e
     with pytest.raises(GRPOError) as mismatch:
         train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(out, resume=True, group=3))
     assert mismatch.value.kind == "run_mismatch"
+    with pytest.raises(GRPOError) as optimizer:  # Adam's moments cannot continue as SGD, or the reverse
+        train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(out, resume=True, optimizer="sgd"))
+    assert optimizer.value.kind == "run_mismatch" and "optimizer" in str(optimizer.value)
 
 
 def test_a_run_killed_before_its_first_checkpoint_starts_over_and_logs_each_step_once(two_steps, tokenizer, world,
@@ -310,7 +338,7 @@ def test_pick_tasks_is_fixed_by_seed_and_step(tasks):
 
 
 def test_config_errors_are_structured():
-    for bad in ({"group": 1}, {"advantage": "ppo"}, {"reward": "pass"}, {"temperature": 0.0},
+    for bad in ({"group": 1}, {"advantage": "ppo"}, {"reward": "pass"}, {"temperature": 0.0}, {"optimizer": "lion"},
                 {"max_len": 100, "batch_tokens": 50}):
         with pytest.raises(GRPOError) as info:
             GRPOConfig(**bad)
@@ -365,6 +393,9 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
     assert again.exit_code == 1 and json.loads(again.output.strip().splitlines()[-1])["error"]["type"] == "output_exists"
     bad = runner.invoke(app, [*args[:6], str(tmp_path / "o2"), "--advantage", "ppo"], catch_exceptions=False)
     assert json.loads(bad.output.strip().splitlines()[-1])["error"]["type"] == "invalid_option"
+    lion = runner.invoke(app, [*args[:6], str(tmp_path / "o4"), "--optimizer", "lion"], catch_exceptions=False)
+    error = json.loads(lion.output.strip().splitlines()[-1])["error"]
+    assert error["type"] == "invalid_option" and "adamw, sgd" in error["message"]
     missing = runner.invoke(app, ["train", "rft", str(tmp_path / "nope.jsonl"), "--model", str(model_dir), "--out",
                                   str(tmp_path / "o3"), "--k", "2"], catch_exceptions=False)  # fmt: skip
     assert json.loads(missing.output.strip().splitlines()[-1])["error"]["type"] == "not_found"

@@ -278,6 +278,9 @@ def grpo(
     tasks_per_step: Annotated[int, typer.Option("--tasks-per-step", min=1, help="Tasks sampled per step.")] = 8,
     steps: Annotated[int, typer.Option("--steps", min=1, help="Training steps (sample, score, update).")] = 100,
     lr: Annotated[float, typer.Option("--lr", min=0.0, help="Learning rate (constant).")] = 1e-6,
+    optimizer: Annotated[str, typer.Option("--optimizer", help="adamw (every weight moves ~lr a step) or sgd "
+                                           "(weights move in proportion to their gradient; its lr is on another "
+                                           "scale, ~1e4x AdamW's).")] = "adamw",
     advantage: Annotated[str, typer.Option("--advantage", help="grpo (mean/std baseline), dr_grpo (mean only), "
                                            "mc_grpo (median) or gigpo (grpo plus a step-level advantage over turns "
                                            "taken in the same situation: world state and what the user and tools "
@@ -319,6 +322,7 @@ def grpo(
 
     try:
         config = GRPOConfig(out=out, group=group, tasks_per_step=tasks_per_step, steps=steps, lr=lr, clip=clip,
+                            optimizer=optimizer,
                             kl_coef=kl, advantage=advantage, reward=reward, updates=updates, max_tokens=max_tokens,
                             temperature=temperature, max_len=max_len, concurrency=concurrency, seed=seed,
                             save_every=save_every, keep_checkpoints=keep_checkpoints, resume=resume,

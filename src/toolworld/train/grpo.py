@@ -9,7 +9,8 @@ One step of :func:`train_grpo`::
              (gigpo adds, per turn's tokens, the step-level advantage over turns taken in the same situation:
               same world state, same user and tool messages so far)
     pi_old = trainer logprobs of the sampled tokens (no grad, once)
-    repeat `updates` times: one AdamW step on policy_loss      # clipped surrogate, TIS, optional k3 KL
+    repeat `updates` times: one optimizer step on policy_loss  # clipped surrogate, TIS, optional k3 KL
+                                                               # adamw (default) or sgd, see OPTIMIZERS
     engine.reset_cache()                                       # the KV prefix cache holds the old weights' keys
 
 The samples are the trials' token buffers exactly as sampled (ids, loss mask and sampler logprobs): decoding and
@@ -93,7 +94,34 @@ TRIALS_FILE = "trials.jsonl"
 Scorer = Callable[["Task", "Trajectory"], "Score"]
 # Options a resumed run must share with its checkpoint: changing them mid-run would make it another experiment.
 _RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "reward", "lr", "clip", "tis_cap", "kl_coef", "updates",
-                "max_tokens", "temperature", "max_len")  # fmt: skip
+                "max_tokens", "temperature", "max_len", "optimizer")  # fmt: skip
+
+
+def _adamw(params: list[Any], config: GRPOConfig) -> Any:
+    """AdamW: ``m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; w -= lr (m_hat / (sqrt(v_hat) + eps) + wd w)``.
+
+    Bias correction makes its first step ``w -= lr sign(g)`` for every weight, however small its gradient: a
+    GRPO run of a few steps moves weights whose gradient is sampling noise as far as those that carry the signal.
+    """
+    import torch
+
+    return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+
+
+def _sgd(params: list[Any], config: GRPOConfig) -> Any:
+    """Plain SGD: ``w -= lr (g + wd w)``, ``g`` after clipping to ``max_grad_norm``.
+
+    Each weight moves in proportion to its gradient, so in a short run the weights the rewards agree on move
+    most and the rest barely move. Its ``lr`` is on another scale than AdamW's: a step's length is
+    ``lr * |g|`` (``grad_norm`` in the log), not ``lr`` per weight.
+    """
+    import torch
+
+    return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay)
+
+
+#: The optimizers GRPO can update with (``GRPOConfig.optimizer``), each ``(params, config) -> torch optimizer``.
+OPTIMIZERS: dict[str, Callable[[list[Any], GRPOConfig], Any]] = {"adamw": _adamw, "sgd": _sgd}
 
 
 class GRPOError(ToolworldError):
@@ -134,6 +162,8 @@ class GRPOConfig:
     share_prefix: bool = True
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
+    #: What turns gradients into steps: a name in :data:`OPTIMIZERS` (``adamw``, ``sgd``).
+    optimizer: str = "adamw"
     concurrency: int = 8
     seed: int = 0
     save_every: int = 0
@@ -167,6 +197,7 @@ class GRPOConfig:
                   ("kl_coef", self.kl_coef >= 0, ">= 0"), ("advantage", self.advantage in ADVANTAGES,
                                                             f"one of {', '.join(ADVANTAGES)}"),
                   ("reward", self.reward in REWARDS, f"one of {', '.join(REWARDS)}"),
+                  ("optimizer", self.optimizer in OPTIMIZERS, f"one of {', '.join(OPTIMIZERS)}"),
                   ("updates", self.updates >= 1, ">= 1"), ("max_tokens", self.max_tokens >= 1, ">= 1"),
                   ("temperature", self.temperature > 0, "> 0 (GRPO needs sampled, varied trials)"),
                   ("max_len", self.max_len >= 2, ">= 2"), ("max_grad_norm", self.max_grad_norm > 0, "> 0"),
@@ -529,7 +560,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     if config.kl_coef:  # the reference is the model as given, before any update (also when resuming)
         ref_model = copy.deepcopy(model).eval().requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = OPTIMIZERS[config.optimizer](params, config)
     start = _resume(model, optimizer, config) if config.resume else 0
     engine.reset_cache()
     policy = TokenPolicy(engine, tokenizer, name="grpo", max_tokens=config.max_tokens, temperature=config.temperature,
