@@ -154,6 +154,27 @@ def test_sampler_and_trainer_agree_after_an_update(two_steps):
     assert all(g is not None and g < 1e-4 for g in gaps), gaps
 
 
+def test_trials_sampled_at_a_temperature_are_trained_as_the_tempered_policy(tokenizer, world, tasks, tmp_path):
+    """At T 0.5 the trainer scores the sampled tokens under ``softmax(logits / 0.5)``, the policy that drew them:
+    its logprobs match the sampler's stored ones, where the untempered model's are far off (which truncated
+    importance sampling would have taken for a mismatch and used to weigh the tokens down)."""
+    steps: list[Any] = []
+    scorer = Recorder()
+    model = tiny_model(tokenizer)
+    start = copy.deepcopy(model)
+    train_grpo(model, tokenizer, world, tasks[:1], config(tmp_path / "t05", steps=1, temperature=0.5), scorer=scorer,
+               on_step=steps.append)  # fmt: skip
+    assert steps[0].updated and steps[0].logprob_gap is not None and steps[0].logprob_gap < 1e-4, steps[0]
+    buf = TokenBuffer.from_dict(scorer.seen[0].token_buffer)
+    batch = collate([Sample(input_ids=buf.ids, loss_mask=buf.mask, logprobs=[lp or 0.0 for lp in buf.logprobs])], 0)
+    with torch.no_grad():
+        untempered = token_logprobs(start, batch)
+        tempered = token_logprobs(start, batch, temperature=0.5)
+    mask = batch.loss_mask > 0
+    assert float((tempered - batch.old_logprobs)[mask].abs().max()) < 1e-4
+    assert float((untempered - batch.old_logprobs)[mask].abs().mean()) > 0.05
+
+
 def test_the_update_raises_the_rewarded_trial_against_the_other(two_steps, tasks):
     """Step 1's update moves each task's rewarded trial (odd) up relative to its unrewarded one."""
     from toolworld.train.sft import load_weights

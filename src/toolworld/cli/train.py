@@ -292,8 +292,9 @@ def grpo(
     clip: Annotated[float, typer.Option("--clip", help="PPO clip range of the probability ratio.")] = 0.2,
     updates: Annotated[int, typer.Option("--updates", min=1, help="Optimizer steps per batch of trials.")] = 1,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per assistant turn.")] = 512,
-    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (keep 1.0 for "
-                                               "unbiased importance weights).")] = 1.0,
+    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature; the update "
+                                               "trains the policy at the same temperature (softmax(logits / T)), "
+                                               "the one that drew the trials.")] = 1.0,
     max_len: Annotated[int, typer.Option("--max-len", min=2, help="Cut trials to this many tokens in "
                                          "training.")] = 8192,
     save_every: SaveEveryOpt = 0,

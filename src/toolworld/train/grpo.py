@@ -20,9 +20,12 @@ of the update (DAPO's dynamic sampling, without the resampling); a step where ev
 Trials that ended on an infra error are not scored and take no part in their group.
 
 The model stays in eval mode throughout: dropout would make ``pi`` and ``pi_old`` different functions of the
-same weights, and the ratio between them noise. Sampling logprobs are taken at ``temperature``; the trainer's are
-untempered, so only at ``temperature=1.0`` (the default) does the logged ``logprob_gap`` measure the sampler and
-trainer disagreeing rather than the temperature, and only there is truncated importance sampling a correction.
+same weights, and the ratio between them noise. The policy trained is the one that sampled: ``softmax(logits / T)``
+at the sampling ``temperature``, for the trainer's logprobs as for the sampler's, so that ``logprob_gap`` measures
+the two disagreeing (kernels, precision, stale weights) and truncated importance sampling corrects only that. Taken
+untempered, a trial sampled at T 0.3 would see the tokens it hesitated on weighted down by ``pi(x) / mu_T(x)``,
+the very tokens where it chose. Greedy decoding picks the same token at every temperature, so sharpening the
+tempered policy moves the greedy one.
 
 Output folder (``GRPOConfig.out``): ``train.jsonl`` (one line per step, :class:`GRPOStep`), ``trials.jsonl``
 (one line per trial: step, task, reward, the components it failed and the trajectory without its token buffer, so
@@ -399,8 +402,9 @@ def _update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: An
     with torch.no_grad(), autocast():
         # pi_old: the trainer before any update of this step, fixed for all of them. With one update policy_loss
         # takes the current logprobs detached, which are exactly that, and the extra forward pass is saved.
-        olds = [token_logprobs(model, b) for b in micro] if config.updates > 1 else none
-        refs = [token_logprobs(ref_model, b) for b in micro] if ref_model is not None else none
+        t = config.temperature
+        olds = [token_logprobs(model, b, temperature=t) for b in micro] if config.updates > 1 else none
+        refs = [token_logprobs(ref_model, b, temperature=t) for b in micro] if ref_model is not None else none
     sums: dict[str, float] = defaultdict(float)
     with layer_checkpointing(model, config.gradient_checkpointing), autocast():
         _steps(model, micro, olds, refs, counts, total, optimizer, params, config, sums)
@@ -422,7 +426,8 @@ def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], count
         prefix = SharedPrefix(model, micro, enabled=kv_shareable(config))
         for batch, old, ref, n in zip(prefix.batches, olds, refs, counts, strict=True):
             loss, stats = policy_loss(model, batch, clip=config.clip, tis_cap=config.tis_cap, kl_coef=config.kl_coef,
-                                      ref_logprobs=prefix.slice(ref), old_logprobs=prefix.slice(old))  # fmt: skip
+                                      ref_logprobs=prefix.slice(ref), old_logprobs=prefix.slice(old),
+                                      temperature=config.temperature)  # fmt: skip
             # each micro-batch's loss is its token mean: weighting by its share of tokens makes the step's loss
             # the token mean over all of them, as one batch would give
             (loss * (n / total)).backward()

@@ -38,7 +38,7 @@ def keeps_logits(model: Any) -> bool:
         return False
 
 
-def token_logprobs(model: Any, batch: Batch, *, positions: str = "loss") -> torch.Tensor:
+def token_logprobs(model: Any, batch: Batch, *, positions: str = "loss", temperature: float = 1.0) -> torch.Tensor:
     """``[B, T]`` logprobs: position ``t`` scores ``input_ids[t]`` from the logits at ``batch.predecessors()[t]``
     (``t - 1`` within a sample, the prefix's last position for a sample's first token after a shared prefix).
 
@@ -52,9 +52,15 @@ def token_logprobs(model: Any, batch: Batch, *, positions: str = "loss") -> torc
     Tokens with no predecessor get 0: the first of each sample, and padding. The logsumexp is taken in float32
     whatever the model's dtype, since bf16 log-softmax over a large vocabulary loses the precision a ratio of
     probabilities needs.
+
+    ``temperature`` scores under ``softmax(logits / T)``, the distribution a sampler at that temperature draws
+    from and whose logprobs it stores: a policy-gradient step on tokens sampled at ``T`` must weigh them by the
+    tempered policy, or its importance weights compare two different distributions.
     """
     if positions not in ("loss", "all"):
         raise TrainDataError("bad_positions", f"positions must be 'loss' or 'all', got {positions!r}")
+    if not temperature > 0:
+        raise TrainDataError("bad_temperature", f"temperature must be > 0, got {temperature!r}")
     dtype, device = _dtype_device(model)
     batch = batch.to(device, dtype=dtype)
     prev = batch.predecessors()
@@ -75,6 +81,8 @@ def token_logprobs(model: Any, batch: Batch, *, positions: str = "loss") -> torc
     # shape, not the signature, says what came back: a forward may take the keyword and still return every position
     at = torch.searchsorted(keep, source) if logits.shape[1] == keep.numel() and narrow else source
     chosen = logits[rows, at].float()
+    if temperature != 1.0:
+        chosen = chosen / temperature
     target = batch.input_ids[rows, cols]
     picked = chosen.gather(-1, target.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(chosen, dim=-1)
     out[rows, cols] = picked

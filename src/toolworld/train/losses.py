@@ -38,7 +38,8 @@ def sft_loss(model: Any, batch: Batch) -> torch.Tensor:
 
 def policy_loss(model: Any, batch: Batch, *, clip: float = 0.2, tis_cap: float | None = 2.0, kl_coef: float = 0.0,
                 ref_logprobs: torch.Tensor | None = None,
-                old_logprobs: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
+                old_logprobs: torch.Tensor | None = None,
+                temperature: float = 1.0) -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
     """PPO / GRPO clipped surrogate with truncated importance sampling and an optional k3 KL penalty.
 
     Per token, with ``pi`` the trainer now, ``pi_old`` the trainer before this batch's updates and ``mu`` the
@@ -53,6 +54,8 @@ def policy_loss(model: Any, batch: Batch, *, clip: float = 0.2, tis_cap: float |
     cut off. ``old_logprobs`` (the trainer's ``[B, T]`` logprobs before its first update on this batch) defaults
     to the current ones detached, which is exact for one update per batch (r_t = 1 with gradient
     ``grad log pi``). ``tis_cap=None`` disables the weight. ``ref_logprobs`` is needed when ``kl_coef > 0``.
+    ``temperature`` is the one the trials were sampled at: ``pi`` is then ``softmax(logits / T)``, the policy that
+    drew them (as ``mu`` is stored), and ``old_logprobs`` / ``ref_logprobs`` must be taken at it too.
 
     Stats: ``clip_frac`` (tokens whose ratio left the trust region), ``ratio`` (mean r_t), ``kl`` (mean k3, 0
     without a reference), ``logprob_gap`` (mean |log pi_old - log mu|), ``tis`` (mean weight) and ``tis_capped``
@@ -63,7 +66,7 @@ def policy_loss(model: Any, batch: Batch, *, clip: float = 0.2, tis_cap: float |
                              "reference model on the same batch), or kl_coef=0")  # fmt: skip
     mask = _mask(model, batch)
     device = mask.device
-    logp = token_logprobs(model, batch)
+    logp = token_logprobs(model, batch, temperature=temperature)
     old = logp.detach() if old_logprobs is None else old_logprobs.to(device).detach()
     rollout = batch.old_logprobs.to(device)
     adv = batch.advantages.to(device)
