@@ -112,7 +112,7 @@ def same_weights(a: dict[str, Any], b: dict[str, Any], start: dict[str, Any]) ->
 
 def test_sft_and_grpo_loops_train_alike_with_and_without_the_shared_prompt(tokenizer, tmp_path, monkeypatch):
     import toolworld.train.prefix as prefix_module
-    from toolworld.train.grpo import GRPOConfig, _update
+    from toolworld.train.grpo import GRPOConfig, update
     from toolworld.train.sft import SFTConfig, train_sft
 
     shared: list[int] = []
@@ -143,7 +143,7 @@ def test_sft_and_grpo_loops_train_alike_with_and_without_the_shared_prompt(token
         optimizer = torch.optim.AdamW(params, lr=1e-3)
         config = GRPOConfig(out=tmp_path / f"grpo-{share}", packing=False, share_prefix=share, updates=2,
                             batch_tokens=512, max_len=512)  # fmt: skip
-        stats = _update(model, None, samples, optimizer, params, config, 0)
+        stats = update(model, None, samples, optimizer, params, config, 0)
         assert stats["loss"] == stats["loss"] and stats["grad_norm"] > 0
         return model
 

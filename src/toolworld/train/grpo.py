@@ -84,8 +84,9 @@ if TYPE_CHECKING:
     from ..world.world import World
     from .data import Sample
 
-__all__ = ["ADVANTAGES", "REWARDS", "GRPOConfig", "GRPOError", "GRPOResult", "GRPOStep", "Scorer", "estimator",
-           "pick_tasks", "rollouts", "samples_from_trajectories", "success_only", "train_grpo", "trial_record"]  # fmt: skip
+__all__ = ["ADVANTAGES", "OPTIMIZERS", "REWARDS", "GRPOConfig", "GRPOError", "GRPOResult", "GRPOStep", "Scorer",
+           "advantaged", "estimator", "make_optimizer", "pick_tasks", "rollouts", "samples_from_trajectories",
+           "success_only", "train_grpo", "trial_record", "update"]  # fmt: skip
 
 ADVANTAGES = ("grpo", "mc_grpo", "dr_grpo", "gigpo")
 #: What a trial is rewarded with: the scorer's weighted components (``partial``) or 1 for success, else 0.
@@ -377,12 +378,32 @@ def _spread_groups(samples: Sequence[Sample]) -> set[str]:
     return {g for g, rs in rewards.items() if len(rs) > 1 and max(rs) - min(rs) > 1e-9}
 
 
+def advantaged(pairs: Sequence[tuple[Trajectory, Score]],
+               config: GRPOConfig) -> tuple[list[Sample], list[Sample], set[str]]:  # fmt: skip
+    """One step's scored trials as training samples with ``config.advantage``'s advantages: all of them, those the
+    update trains on (groups whose rewards differ, with a token to learn), and those groups."""
+    from .advantages import assign
+
+    samples = samples_from_trajectories(pairs, max_len=config.max_len)
+    assign(samples, estimator(config.advantage))
+    if config.advantage == "gigpo":
+        _step_level(samples, pairs)
+    spread = _spread_groups(samples)
+    return samples, [s for s in samples if s.group in spread and any(s.loss_mask)], spread
+
+
+def make_optimizer(params: list[Any], config: GRPOConfig) -> Any:
+    """``config.optimizer`` (a name in :data:`OPTIMIZERS`) over ``params``."""
+    return OPTIMIZERS[config.optimizer](params, config)
+
+
 # --------------------------------------------------------------------------------------------------- update
 
 
-def _update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any, params: list[Any],
-            config: GRPOConfig, pad_id: int) -> dict[str, float]:  # fmt: skip
-    """``config.updates`` optimizer steps of ``policy_loss`` on ``samples``; token-weighted stats of them all."""
+def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any, params: list[Any],
+           config: GRPOConfig, pad_id: int) -> dict[str, float]:  # fmt: skip
+    """``config.updates`` optimizer steps of ``policy_loss`` on ``samples`` (with their advantages, see
+    :func:`advantaged`), ``ref_model`` the KL reference or None; token-weighted stats of them all."""
     import torch
 
     from .data import collate, pack
@@ -414,7 +435,7 @@ def _update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: An
 
 def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], counts: list[float], total: float,
            optimizer: Any, params: list[Any], config: GRPOConfig, sums: dict[str, float]) -> None:  # fmt: skip
-    """The optimizer steps of :func:`_update`, adding each one's token-weighted stats to ``sums``."""
+    """The optimizer steps of :func:`update`, adding each one's token-weighted stats to ``sums``."""
     import torch
 
     from .losses import policy_loss
@@ -545,8 +566,6 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     from ..rollout.engines.hf import sampling_engine
     from ..rollout.token_policy import TokenPolicy
     from ..tokens.tokenizers import load_tokenizer
-    from .advantages import assign
-
     tasks = one_world_tasks(tasks, world, error=GRPOError, what="train on")
     config.out.mkdir(parents=True, exist_ok=True)
     if not config.resume and (latest_checkpoint(config.out) or (config.out / LOG_FILE).exists()):
@@ -565,12 +584,11 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     if config.kl_coef:  # the reference is the model as given, before any update (also when resuming)
         ref_model = copy.deepcopy(model).eval().requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = OPTIMIZERS[config.optimizer](params, config)
+    optimizer = make_optimizer(params, config)
     start = _resume(model, optimizer, config) if config.resume else 0
     engine.reset_cache()
     policy = TokenPolicy(engine, tokenizer, name="grpo", max_tokens=config.max_tokens, temperature=config.temperature,
                          tool_prompt=config.tool_prompt)  # fmt: skip
-    advantage = estimator(config.advantage)
     if config.reward == "success":
         scorer = success_only(scorer or (lambda task, traj: score_trajectory(task, traj, world=world)))
     result = GRPOResult(config.out, start, config.steps, resumed_from=start)
@@ -591,16 +609,11 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
             if trials_log is not None:
                 trials_log.writelines(json.dumps(trial_record(step + 1, traj, score)) + "\n" for traj, score in pairs)
                 trials_log.flush()
-            samples = samples_from_trajectories(pairs, max_len=config.max_len)
+            samples, train_on, spread = advantaged(pairs, config)
             scored = [score for traj, score in pairs if not (traj.failed_by_infra or score.infra_error)]
-            assign(samples, advantage)
-            if config.advantage == "gigpo":
-                _step_level(samples, pairs)
-            spread = _spread_groups(samples)
-            train_on = [s for s in samples if s.group in spread and any(s.loss_mask)]
             stats: dict[str, float] = {}
             if train_on:
-                stats = _update(model, ref_model, train_on, optimizer, params, config, pad_id)
+                stats = update(model, ref_model, train_on, optimizer, params, config, pad_id)
                 engine.reset_cache()
             took = time.perf_counter() - t0
             tokens = sum(sum(s.loss_mask) for s in samples)
