@@ -4,6 +4,7 @@ files share (the retail world, a tiny GGUF model around SmolLM2's real vocabular
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 from pathlib import Path
 
@@ -29,3 +30,13 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(f"needs the shared tokenizers at {SMOLLM2}")
     pytest.importorskip("gguf")
     return write_tiny_smollm2_gguf(tmp_path_factory.mktemp("gguf") / "tiny-smollm2.gguf")
+
+
+@pytest.fixture
+def terminal_sigint():
+    """Ctrl-C as a terminal delivers it. A suite started in the background by a shell without job control
+    (``nohup pytest &``, some CI runners) inherits SIGINT ignored, and Python then raises no KeyboardInterrupt,
+    so a test of what Ctrl-C does would fail for a reason that is not the code's."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

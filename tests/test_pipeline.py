@@ -116,7 +116,7 @@ def test_a_run_that_measured_nothing_says_so_with_its_first_cause(tmp_path):
 # -- interrupt and resume ----------------------------------------------------------------------------------------
 
 
-def test_ctrl_c_keeps_the_finished_trials_and_resume_runs_only_the_rest(tmp_path, task_file):
+def test_ctrl_c_keeps_the_finished_trials_and_resume_runs_only_the_rest(tmp_path, task_file, terminal_sigint):
     out = tmp_path / "run"
     sent: list[int] = []
 

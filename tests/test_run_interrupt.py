@@ -52,7 +52,9 @@ def test_ctrl_c_mid_generation_stops_quickly_and_keeps_finished_trials(tmp_path)
            "--time-limit", str(TIME_LIMIT_S), "--concurrency", "1",
            "--policy", f"gguf:{model},n_ctx=8192,threads=2,max_tokens={TURN_TOKENS}"]  # fmt: skip
     env = {**os.environ, "COLUMNS": "200"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    # The child gets the terminal's Ctrl-C even when this suite runs with SIGINT ignored (``nohup pytest &``).
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while _finished(out) < 1:  # the first trial is in run.db: the second one is generating now
