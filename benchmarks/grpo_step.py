@@ -11,7 +11,7 @@ This samples ``--group`` trials of ``--n`` tasks once with the model (at ``--tem
 from the same weights each time, makes one update per configuration and measures:
 
 - ``objective``: token mean of ``A_t * (log pi_new - log pi_old)`` over the trained tokens, at the sampling
-  temperature: what the step gains on its own trials (first order, ``lr * |g|^2`` for SGD);
+  temperature: what the step gains on its own trials (first order, ``lr * |g|^2`` for SGD, ``g`` after clipping to norm 1);
 - ``pos`` / ``neg``: the mean change of a sampled token's logprob in trials with a positive / negative advantage;
 - ``gold_drift`` / ``gold_abs_drift``: the mean change (and mean absolute change) of the logprobs of the gold
   assistant tokens of ``--measure`` tasks of the same file that were not sampled: what the step costs elsewhere;
@@ -83,7 +83,7 @@ def main() -> None:
                    help=f"Comma-separated OPTIMIZER:LR ({', '.join(OPTIMIZERS)}).")
     p.add_argument("--advantage", choices=ADVANTAGES, default="gigpo")
     p.add_argument("--reward", choices=REWARDS, default="success")
-    p.add_argument("--measure", type=int, default=8, help="Trained trials and gold conversations measured.")
+    p.add_argument("--measure", type=int, default=8, help="Gold conversations (tasks after the sampled ones) measured.")
     p.add_argument("--gold-policy", default="gold", help="Gold policy spec of the drift set (gold:explain=1).")
     p.add_argument("--max-tokens", type=int, default=320, help="Tokens per assistant turn.")
     p.add_argument("--max-turns", type=int, default=12)
@@ -95,9 +95,13 @@ def main() -> None:
     configs = []
     for spec in a.configs.split(","):
         name, _, lr = spec.partition(":")
-        if name not in OPTIMIZERS or not lr:
-            p.error(f"--configs: {spec!r} is not OPTIMIZER:LR with OPTIMIZER one of {', '.join(OPTIMIZERS)}")
-        configs.append((name, float(lr)))
+        try:
+            rate = float(lr)
+        except ValueError:
+            rate = 0.0
+        if name not in OPTIMIZERS or not rate > 0:
+            p.error(f"--configs: {spec!r} is not OPTIMIZER:LR with OPTIMIZER one of {', '.join(OPTIMIZERS)} and LR > 0")
+        configs.append((name, rate))
 
     from toolworld.env.limits import Limits
 
@@ -141,7 +145,7 @@ def main() -> None:
         write_jsonl(Path(tmp) / "held.jsonl", held)
         gold = sft_samples(Path(tmp) / "held.jsonl", tokenizer, gold_out=Path(tmp) / "gold", max_len=a.max_len,
                            tool_prompt=a.tool_prompt, gold_policy=a.gold_policy)  # fmt: skip
-    measured = train_on[: a.measure]
+    measured = train_on  # every trained trial: the objective is the step's own
     before, before_gold = logprobs(model, measured, pad, a.temperature), logprobs(model, gold, pad, 1.0)
     for name, lr in configs:
         trained = copy.deepcopy(model)

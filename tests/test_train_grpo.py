@@ -23,13 +23,14 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from toolworld.rollout.engines.hf import HFEngine  # noqa: E402
+from toolworld.rollout.token_policy import TokenPolicy  # noqa: E402
 from toolworld.scoring.model import Score  # noqa: E402
 from toolworld.tasks.generate import generate  # noqa: E402
 from toolworld.tasks.model import write_jsonl  # noqa: E402
 from toolworld.tokens import TokenBuffer  # noqa: E402
 from toolworld.train.data import Sample, collate  # noqa: E402
 from toolworld.train.grpo import GRPOConfig, GRPOError, pick_tasks, train_grpo  # noqa: E402
-from toolworld.train.logprobs import token_logprobs  # noqa: E402
+from toolworld.train.logprobs import logprob_gap, token_logprobs  # noqa: E402
 from toolworld.train.rft import SAMPLES_FILE, SUMMARY_FILE, train_rft  # noqa: E402
 from toolworld.train.sft import SFTConfig, SFTError  # noqa: E402
 from toolworld.world import get_world  # noqa: E402
@@ -173,6 +174,25 @@ def test_trials_sampled_at_a_temperature_are_trained_as_the_tempered_policy(toke
     mask = batch.loss_mask > 0
     assert float((tempered - batch.old_logprobs)[mask].abs().max()) < 1e-4
     assert float((untempered - batch.old_logprobs)[mask].abs().mean()) > 0.05
+    # the gap helper reads trials the same way: at their temperature it sees no mismatch
+    sample = Sample(input_ids=buf.ids, loss_mask=buf.mask, logprobs=[lp or 0.0 for lp in buf.logprobs])
+    assert logprob_gap(start, [sample], 0, temperature=0.5)["mean"] < 1e-4 < 0.05 < logprob_gap(start, [sample], 0)["mean"]
+
+
+def test_a_sampler_at_another_temperature_is_refused_before_it_samples(tokenizer, world, tasks, tmp_path):
+    """The trainer takes its logprobs at ``config.temperature``; trials drawn at another one (greedy included)
+    would be weighed against a distribution that never drew them."""
+    model = tiny_model(tokenizer)
+    scorer = Recorder()
+    cfg = config(tmp_path / "g", temperature=0.7)
+
+    def greedy(m: Any, step: int) -> Any:
+        return TokenPolicy(HFEngine(model=m, tokenizer=tokenizer, device="cpu"), tokenizer, name="g", max_tokens=12,
+                           temperature=0.0, tool_prompt=cfg.tool_prompt)  # fmt: skip
+
+    with pytest.raises(GRPOError) as info:
+        train_grpo(model, tokenizer, world, tasks[:1], cfg, sampler=greedy, scorer=scorer)
+    assert info.value.kind == "invalid_option" and "0.7" in str(info.value) and not scorer.seen
 
 
 def test_the_update_raises_the_rewarded_trial_against_the_other(two_steps, tasks):
@@ -264,6 +284,15 @@ def test_resume_continues_at_the_next_step_and_ends_where_an_uninterrupted_run_e
     with pytest.raises(GRPOError) as optimizer:  # Adam's moments cannot continue as SGD, or the reverse
         train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(out, resume=True, optimizer="sgd"))
     assert optimizer.value.kind == "run_mismatch" and "optimizer" in str(optimizer.value)
+    # a checkpoint written before the optimizer was recorded was trained with AdamW, whatever today's default
+    state = out / "checkpoint-1" / "trainer_state.json"
+    saved = json.loads(state.read_text())
+    del saved["config"]["optimizer"]
+    state.write_text(json.dumps(saved))
+    shutil.rmtree(out / "checkpoint-2")
+    with pytest.raises(GRPOError) as legacy:
+        train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(out, resume=True, optimizer="sgd"))
+    assert legacy.value.kind == "run_mismatch" and "'adamw'" in str(legacy.value)
 
 
 def test_a_run_killed_before_its_first_checkpoint_starts_over_and_logs_each_step_once(two_steps, tokenizer, world,

@@ -99,6 +99,9 @@ Scorer = Callable[["Task", "Trajectory"], "Score"]
 # Options a resumed run must share with its checkpoint: changing them mid-run would make it another experiment.
 _RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "reward", "lr", "clip", "tis_cap", "kl_coef", "updates",
                 "max_tokens", "temperature", "max_len", "optimizer")  # fmt: skip
+#: What a checkpoint written before a key was recorded was trained with: the value then, not today's default (an
+#: AdamW checkpoint resumed as SGD would load Adam's moments into SGD and fail a whole sampling step later).
+_LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw"}
 
 
 def _adamw(params: list[Any], config: GRPOConfig) -> Any:
@@ -472,6 +475,16 @@ def _save_checkpoint(model: Any, optimizer: Any, step: int, config: GRPOConfig) 
                             keep=config.keep_checkpoints)  # fmt: skip
 
 
+def same_temperature(sampler: Any, temperature: float) -> None:
+    """Refuse a sampler that draws at another temperature than the run trains: the trainer's logprobs are taken
+    under ``softmax(logits / temperature)``, and against trials drawn otherwise (greedy ones included) the ratio
+    and TIS would correct a difference that is the configuration's, not the kernels'."""
+    theirs = getattr(sampler, "temperature", None)
+    if theirs is not None and not math.isclose(float(theirs), temperature, rel_tol=1e-6):
+        raise GRPOError(f"the sampler draws at temperature {theirs} but the run trains the policy at "
+                        f"temperature={temperature}: give both the same temperature", kind="invalid_option")  # fmt: skip
+
+
 def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
     """Restore the latest checkpoint of ``config.out``; the step it ends (0 when there is none)."""
     import torch
@@ -486,7 +499,7 @@ def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
     state = json.loads((ckpt / STATE_FILE).read_text())
     saved = state.get("config", {})
     for key in (*_RESUME_KEYS, *LAYOUT_KEYS):
-        was = saved.get(key, LAYOUT_KEYS.get(key)) if key in LAYOUT_KEYS else saved.get(key, getattr(config, key))
+        was = saved.get(key, _LEGACY[key]) if key in _LEGACY else saved.get(key, getattr(config, key))
         if was != getattr(config, key):
             raise GRPOError(f"{ckpt} was trained with {key}={was!r}, not {getattr(config, key)!r}: resume "
                             "with the same options, or train into a new --out", kind="run_mismatch")  # fmt: skip
@@ -602,6 +615,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
             chosen = pick_tasks(tasks, config.tasks_per_step, config.seed, step)
             step_policy = sampler(model, step) if sampler is not None else policy
             same_prompt(step_policy, config.tool_prompt, GRPOError)
+            same_temperature(step_policy, config.temperature)
             pairs = rollouts(world, chosen, step_policy, trials=config.group, scorer=scorer,
                              salt=derive_seed(config.seed, step), concurrency=config.concurrency, limits=limits,
                              user=user)  # fmt: skip

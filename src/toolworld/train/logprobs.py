@@ -90,8 +90,10 @@ def token_logprobs(model: Any, batch: Batch, *, positions: str = "loss", tempera
 
 
 @torch.no_grad()
-def logprob_gap(model: Any, samples: Sequence[Sample], pad_id: int, *, batch_size: int = 8) -> dict[str, float]:
-    """Mean and max ``|trainer logprob - stored logprob|`` over the masked tokens of ``samples``.
+def logprob_gap(model: Any, samples: Sequence[Sample], pad_id: int, *, batch_size: int = 8,
+                temperature: float = 1.0) -> dict[str, float]:  # fmt: skip
+    """Mean and max ``|trainer logprob - stored logprob|`` over the masked tokens of ``samples``, the trainer's
+    taken at the ``temperature`` the samples were drawn at (their stored logprobs are the tempered sampler's).
 
     Returns ``{"mean", "max", "tokens"}``. A large mean says the trainer is not the policy that sampled the data
     (a wrong checkpoint, tokenizer or chat template), which no importance weight can repair.
@@ -103,7 +105,7 @@ def logprob_gap(model: Any, samples: Sequence[Sample], pad_id: int, *, batch_siz
     total, worst, n = 0.0, 0.0, 0
     for i in range(0, len(rollouts), batch_size):
         batch = collate(rollouts[i : i + batch_size], pad_id)
-        lp = token_logprobs(model, batch).cpu()
+        lp = token_logprobs(model, batch, temperature=temperature).cpu()
         gap = (lp - batch.old_logprobs).abs() * batch.loss_mask
         total += float(gap.sum())
         worst = max(worst, float(gap.max()))
