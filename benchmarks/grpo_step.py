@@ -145,8 +145,7 @@ def main() -> None:
         write_jsonl(Path(tmp) / "held.jsonl", held)
         gold = sft_samples(Path(tmp) / "held.jsonl", tokenizer, gold_out=Path(tmp) / "gold", max_len=a.max_len,
                            tool_prompt=a.tool_prompt, gold_policy=a.gold_policy)  # fmt: skip
-    measured = train_on  # every trained trial: the objective is the step's own
-    before, before_gold = logprobs(model, measured, pad, a.temperature), logprobs(model, gold, pad, 1.0)
+    before, before_gold = logprobs(model, train_on, pad, a.temperature), logprobs(model, gold, pad, 1.0)
     for name, lr in configs:
         trained = copy.deepcopy(model)
         params = [q for q in trained.parameters() if q.requires_grad]
@@ -154,10 +153,10 @@ def main() -> None:
         t0 = time.perf_counter()
         stats = update(trained, None, train_on, make_optimizer(params, cfg), params, cfg, pad)
         took = time.perf_counter() - t0
-        after, after_gold = logprobs(trained, measured, pad, a.temperature), logprobs(trained, gold, pad, 1.0)
+        after, after_gold = logprobs(trained, train_on, pad, a.temperature), logprobs(trained, gold, pad, 1.0)
         gain = num = 0.0
         pos, neg = [], []
-        for b, af, s in zip(before, after, measured, strict=True):
+        for b, af, s in zip(before, after, train_on, strict=True):
             mask, adv = torch.tensor(s.loss_mask, dtype=torch.float32), collate([s], pad).advantages[0]
             gain += float(((af - b) * mask * adv).sum())
             num += float(mask.sum())

@@ -499,7 +499,7 @@ def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
     state = json.loads((ckpt / STATE_FILE).read_text())
     saved = state.get("config", {})
     for key in (*_RESUME_KEYS, *LAYOUT_KEYS):
-        was = saved.get(key, _LEGACY[key]) if key in _LEGACY else saved.get(key, getattr(config, key))
+        was = saved.get(key, _LEGACY.get(key, getattr(config, key)))
         if was != getattr(config, key):
             raise GRPOError(f"{ckpt} was trained with {key}={was!r}, not {getattr(config, key)!r}: resume "
                             "with the same options, or train into a new --out", kind="run_mismatch")  # fmt: skip
