@@ -12,8 +12,11 @@ same held-out tasks, with the scripted user and the scorer, through ``toolworld.
 Training and held-out tasks come from different generator seeds, and held-out tasks whose customer appears in
 the training set are dropped, so a held-out pass is never a memorised customer. Every stage is evaluated from a
 GGUF export of its weights (f16, the base too: quantization costs every stage alike) run by llama.cpp at
-temperature 0, one trial per task: pass^1 with its 95% Wilson interval. Sampling for RFT and GRPO also runs on
-llama.cpp over a fresh export of the current weights (the weight sync of a separate inference engine).
+temperature 0, one trial per task: pass^1 with its 95% Wilson interval (``--eval-trials K --eval-temperature T``:
+K sampled trials per task, pass^1 the fraction that passed, its interval over task means). Each stage is compared
+with the one before it on the same tasks: the mean per-task gain with its 95% interval, and how many tasks it fixed
+and broke with their sign test. Sampling for RFT and GRPO also runs on llama.cpp over a fresh export of the current
+weights (the weight sync of a separate inference engine).
 
 Goal: >= 30 points of held-out pass^1 gained by SFT over the base model, and GRPO >= 5 more, in <= 2 hours on a
 2-core CPU. Each stage's result is kept in OUT/<stage>.json, so a rerun with the same OUT skips finished stages
@@ -50,12 +53,16 @@ from toolworld.tasks.model import DEMANDS, Task, TaskSet
 from toolworld.train.grpo import ADVANTAGES, REWARDS
 
 STAGES = ("base", "sft", "rft", "grpo")
+#: what :meth:`Bench.evaluate` writes into a stage's row (the rest is its training's)
+EVAL_FIELDS = ("pass1", "lo", "hi", "n", "successes", "trials", "temperature", "infra_errors", "mean_reward",
+               "components", "by_demand", "eval_wall_s", "run", "train_wall_s")  # fmt: skip
 TOOL_PROMPT = "compact"
 GOAL = {"sft_gain": 0.30, "grpo_gain": 0.05}
 
 
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a success rate (sound at 0 and n, unlike the normal approximation)."""
+def wilson(successes: float, n: float, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a success rate (sound at 0 and n, unlike the normal approximation); ``n`` may
+    be an effective number of draws (:func:`task_interval`)."""
     if n == 0:
         return 0.0, 1.0
     p = successes / n
@@ -76,16 +83,57 @@ def sign_test(fixed: int, broke: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def outcomes(run_dir: Path) -> dict[str, bool]:
-    """task id -> passed, for the first trial of each task of an evaluation run."""
+def pass_rates(run_dir: Path) -> dict[str, float]:
+    """task id -> the fraction of its trials in an evaluation run that passed (0 or 1 with one trial per task)."""
     from toolworld.store.runstore import RunStore
 
     store = RunStore.open(run_dir)
+    tally: dict[str, list[int]] = {}
     try:
-        return {traj.task_id: bool(score is not None and score.success)
-                for traj, score, _ in store.trials() if traj.trial == 0}  # fmt: skip
+        for traj, score, _ in store.trials():
+            tally.setdefault(traj.task_id, []).append(int(score is not None and score.success))
     finally:
         store.close()
+    return {task: sum(wins) / len(wins) for task, wins in tally.items()}
+
+
+def task_interval(rates: list[float], trials: int, z: float = 1.96) -> tuple[float, float]:
+    """95% interval of a mean over tasks of per-task pass rates, ``trials`` sampled trials each. A task's trials are
+    not independent draws (a task the policy cannot do fails all of them), so Wilson's interval over all ``n *
+    trials`` is too narrow; this one is Wilson's at the effective number of draws, ``p(1-p) / Var(mean of task
+    rates)`` (between ``n`` when every task is all-or-nothing and ``n * trials`` when trials vary as coin flips),
+    and stays sound when every trial passed or none did."""
+    n = len(rates)
+    if n == 0:
+        return 0.0, 1.0
+    p = sum(rates) / n
+    var = sum((r - p) ** 2 for r in rates) / (n - 1) if n > 1 else 0.0
+    draws = p * (1 - p) / (var / n) if var > 0 and 0 < p < 1 else n * trials
+    draws = min(max(draws, n), n * trials)
+    return wilson(p * draws, draws, z)
+
+
+def paired_gain(before: dict[str, float], after: dict[str, float], z: float = 1.96) -> dict[str, Any]:
+    """What stage ``after`` gained over ``before`` on the held-out tasks both evaluated: the mean of the per-task
+    differences of pass rate, with the 95% normal interval of that mean, and how many tasks it fixed (rate up) and
+    broke (rate down) with the sign test of that split. Two stages are judged on the same tasks, so the interval of
+    the difference is narrower than two overlapping per-stage intervals suggest, and it shows whether a gain is
+    larger than the churn between any two checkpoints (tasks one passes and the other fails, both ways)."""
+    both = sorted(before.keys() & after.keys())
+    diffs = [after[t] - before[t] for t in both]
+    n = len(diffs)
+    fixed = sum(1 for d in diffs if d > 0)
+    broke = sum(1 for d in diffs if d < 0)
+    gain = sum(diffs) / n if n else 0.0
+    half = z * math.sqrt(sum((d - gain) ** 2 for d in diffs) / (n - 1) / n) if n > 1 else 1.0
+    return {"gain": round(gain, 4), "ci": [round(gain - half, 4), round(gain + half, 4)], "tasks": n,
+            "fixed": fixed, "broke": broke, "p": round(sign_test(fixed, broke), 4)}  # fmt: skip
+
+
+def eval_folder(name: str, trials: int, temperature: float) -> str:
+    """A stage's evaluation run: ``eval-NAME`` for one greedy trial per task (the recorded curves), else
+    ``eval-NAME-kK-tT``, so a sampled evaluation never resumes, or overwrites, a greedy one."""
+    return f"eval-{name}" if (trials, temperature) == (1, 0.0) else f"eval-{name}-k{trials}-t{temperature:g}"
 
 
 def customer(task: Task) -> str:
@@ -236,26 +284,30 @@ class Bench:
     # -- stages
 
     def evaluate(self, name: str, gguf: Path, train_wall_s: float, extra: dict[str, Any]) -> dict[str, Any]:
+        """Play the held-out tasks with stage ``name``'s weights: one greedy trial per task, or ``--eval-trials``
+        trials each at ``--eval-temperature``; pass^1 is the fraction of trials that passed."""
         started = time.perf_counter()
-        engine = self.args.eval_engine
-        result = run(self.world, self.heldout, self.spec(gguf, temperature=0.0, engine=engine), out=self.out / f"eval-{name}",
-                     resume=(self.out / f"eval-{name}" / "run.db").is_file(),
-                     concurrency=self.args.batch if engine == "hf" else 1,
+        a = self.args
+        engine, k, temperature = a.eval_engine, a.eval_trials, a.eval_temperature
+        folder = self.out / eval_folder(name, k, temperature)
+        result = run(self.world, self.heldout, self.spec(gguf, temperature=temperature, engine=engine), out=folder,
+                     trials=k, resume=(folder / "run.db").is_file(), concurrency=a.batch if engine == "hf" else 1,
                      limits=self.limits())  # fmt: skip
         summary = result.summary.model_dump(mode="json")  # plain values all the way down (components too)
         n = int(summary.get("scored", 0)) + int(summary.get("infra_errors", 0))
         wins = round(float(summary.get("success_rate", 0.0)) * int(summary.get("scored", 0)))
-        lo, hi = wilson(wins, n)
-        row = {"name": name, "pass1": wins / n if n else 0.0, "lo": lo, "hi": hi, "n": n, "successes": wins,
+        lo, hi = wilson(wins, n) if k == 1 else task_interval(list(pass_rates(folder).values()), k)
+        row = {"name": name, "pass1": wins / n if n else 0.0, "lo": lo, "hi": hi, "n": n // k, "successes": wins,
+               "trials": k, "temperature": temperature,
                "infra_errors": int(summary.get("infra_errors", 0)), "mean_reward": summary.get("mean_reward"),
                # which part of the verdict moved: a stage can pass more while it identifies customers less
                "components": {c: v.get("pass_rate") for c, v in (summary.get("components") or {}).items()},
                # which skill moved: held-out tasks by the reasoning they demand (an order to pick from a date, ...)
                "by_demand": summary.get("by_demand") or {},
                "train_wall_s": round(train_wall_s, 1), "eval_wall_s": round(time.perf_counter() - started, 1),
-               "run": f"eval-{name}", **extra}  # fmt: skip
+               "run": folder.name, **extra}  # fmt: skip
         (self.out / f"{name}.json").write_text(json.dumps(row, indent=2), encoding="utf-8")
-        print(f"[{name}] held-out pass^1 {row['pass1']:.3f} [{lo:.3f}, {hi:.3f}] (n={n}) train {train_wall_s:.0f}s "
+        print(f"[{name}] held-out pass^1 {row['pass1']:.3f} [{lo:.3f}, {hi:.3f}] (n={n // k}, k={k}) train {train_wall_s:.0f}s "
               f"eval {row['eval_wall_s']:.0f}s", flush=True)  # fmt: skip
         return row
 
@@ -402,12 +454,30 @@ class Bench:
                                                                  "reward_first": rewards[0] if rewards else None,
                                                                  "reward_last": rewards[-1] if rewards else None})  # fmt: skip
 
+    def reevaluate(self, name: str) -> bool:
+        """A stage trained before whose evaluation is not the one asked for (``--eval-trials``,
+        ``--eval-temperature``) is evaluated again from its saved weights, its training figures kept; the earlier
+        evaluation run stays in its own folder. False when there is nothing to evaluate (an RFT stage that had
+        nothing to reinforce, whose row is the SFT model's)."""
+        row = json.loads((self.out / f"{name}.json").read_text())
+        if (row.get("trials", 1), row.get("temperature", 0.0)) == (self.args.eval_trials, self.args.eval_temperature):
+            return False
+        if "run" not in row:
+            return False
+        self.model = None  # the stage's own weights, not whatever an earlier stage left in memory
+        self.load(None if name == "base" else self.out / name / "final")
+        kept = {k: v for k, v in row.items() if k not in EVAL_FIELDS}
+        self.evaluate(name, self.weights(name), float(row.get("train_wall_s", 0.0)), kept)
+        return True
+
     # -- the curve
 
     def curve(self) -> dict[str, Any]:
         rows = [json.loads((self.out / f"{s}.json").read_text()) for s in STAGES if (self.out / f"{s}.json").is_file()]
         mix = f" ({self.args.mix} tasks)" if self.args.mix else ""
-        return {"title": f"SmolLM2-135M-Instruct on retail{mix}", "metric": "held-out pass^1", "heldout_tasks": len(self.heldout),
+        k, temperature = self.args.eval_trials, self.args.eval_temperature
+        metric = "held-out pass^1" + (f" ({k} trials per task at T {temperature:g})" if k > 1 or temperature else "")
+        return {"title": f"SmolLM2-135M-Instruct on retail{mix}", "metric": metric, "heldout_tasks": len(self.heldout),
                 "train_tasks": len(self.train), "stages": rows, "goal": GOAL}  # fmt: skip
 
     def publish(self) -> dict[str, Any]:
@@ -455,6 +525,13 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=None,
                    help="hf engine: episodes in flight and decoded together in evaluation, RFT and GRPO (default 32 on "
                         "a GPU, 8 on a CPU; llama.cpp runs one at a time).")
+    p.add_argument("--eval-trials", type=int, default=1,
+                   help="Trials per held-out task in each stage's evaluation (pass^1 is the fraction that passed); "
+                        "more than 1 needs --eval-temperature > 0. Two greedy checkpoints differ on 20-30 of 100 "
+                        "tasks both ways, so a gain of a few points needs several sampled trials per task to show.")
+    p.add_argument("--eval-temperature", type=float, default=0.0,
+                   help="Temperature of the evaluation (0: greedy). A stage evaluated before another way is "
+                        "evaluated again from its saved weights, into its own eval-NAME-kK-tT folder.")
     p.add_argument("--max-turns", type=int, default=30, help="Assistant turns per evaluated or sampled episode.")
     p.add_argument("--sample-max-turns", type=int, default=None,
                    help="Assistant turns per RFT or GRPO trial (default: --max-turns).")
@@ -500,6 +577,13 @@ def main() -> None:
         args.group, args.tasks_per_step, args.grpo_steps, args.max_tokens, args.pool = 2, 2, 1, 64, 6
     if args.pool < 1:
         p.error(f"--pool must be >= 1, got {args.pool}")
+    if args.eval_trials < 1:
+        p.error(f"--eval-trials must be >= 1, got {args.eval_trials}")
+    if args.eval_temperature < 0:
+        p.error(f"--eval-temperature must be >= 0, got {args.eval_temperature}")
+    if args.eval_trials > 1 and args.eval_temperature == 0:
+        p.error(f"--eval-trials {args.eval_trials} at temperature 0 plays each task the same way every time: "
+                "give --eval-temperature (e.g. 0.3, the GRPO sampler's)")
     if args.batch is not None and args.batch < 1:
         p.error(f"--batch must be >= 1, got {args.batch}")
     args.eval_engine = args.eval_engine or args.engine
@@ -513,7 +597,10 @@ def main() -> None:
     bench = Bench(args)
     for stage in stages:
         if (args.out / f"{stage}.json").is_file():
-            print(f"[{stage}] done before, kept", flush=True)
+            if bench.reevaluate(stage):
+                bench.publish()
+            else:
+                print(f"[{stage}] done before, kept", flush=True)
             continue
         getattr(bench, stage)()
         bench.publish()
@@ -530,14 +617,14 @@ def main() -> None:
     for before in ("sft", "rft"):
         if "grpo" in by and before in by:
             out[f"grpo_gain_over_{before}"] = round(by["grpo"]["pass1"] - by[before]["pass1"], 4)
-    # paired: on the same held-out tasks, how many each stage fixed and broke against the one before it
-    passed = {name: outcomes(args.out / by[name]["run"]) for name in STAGES if name in by and by[name].get("run")}
-    for before, after in itertools.pairwise(passed):
-        a, b = passed[before], passed[after]
-        both = a.keys() & b.keys()
-        fixed = sum(1 for t in both if b[t] and not a[t])
-        broke = sum(1 for t in both if a[t] and not b[t])
-        out[f"{after}_vs_{before}"] = {"fixed": fixed, "broke": broke, "p": round(sign_test(fixed, broke), 4)}
+    # paired: on the same held-out tasks, what each stage gained over the one before it, how many tasks it fixed and
+    # broke; GRPO also against SFT when an RFT stage sits between them
+    rates = {name: pass_rates(args.out / by[name]["run"]) for name in STAGES if name in by and by[name].get("run")}
+    pairs = list(itertools.pairwise(rates))
+    if "grpo" in rates and "sft" in rates and ("sft", "grpo") not in pairs:
+        pairs.append(("sft", "grpo"))
+    for before, after in pairs:
+        out[f"{after}_vs_{before}"] = paired_gain(rates[before], rates[after])
     print(json.dumps(out))
 
 

@@ -1,0 +1,137 @@
+"""The learning benchmark's arithmetic: how it judges a stage against the one before it on the same held-out tasks
+(the paired gain with its interval, the fixed/broke split and its sign test), the interval of a pass^1 measured
+over several sampled trials per task, and which stages it evaluates again when the evaluation asked for changes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+
+from rollout_kit import make_task
+from toolworld import pipeline
+from toolworld.rollout.backends import ScriptedPolicy
+
+pytest.importorskip("torch", reason="the learning benchmark imports the 'train' extra")
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "learning.py"
+    spec = importlib.util.spec_from_file_location("learning_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_paired_gain_is_the_mean_per_task_difference_with_its_interval(bench):
+    before = {"a": 1.0, "b": 0.0, "c": 1.0, "d": 0.0, "only-before": 1.0}
+    after = {"a": 1.0, "b": 1.0, "c": 0.0, "d": 1.0, "only-after": 0.0}
+    got = bench.paired_gain(before, after)
+    # differences on the four shared tasks: 0, +1, -1, +1 -> mean 0.25; variance (0.0625+0.5625+1.5625+0.5625)/3
+    half = 1.96 * math.sqrt(2.75 / 3 / 4)
+    assert got["gain"] == 0.25 and got["tasks"] == 4
+    assert got["ci"] == [round(0.25 - half, 4), round(0.25 + half, 4)] and got["ci"][0] < 0 < got["ci"][1]
+    # fixed 2, broke 1: a split at least this uneven has probability (1 + 3 + 3 + 1)/8 both ways -> capped at 1
+    assert (got["fixed"], got["broke"], got["p"]) == (2, 1, 1.0)
+
+
+def test_a_large_consistent_gain_has_an_interval_above_zero_and_a_small_p(bench):
+    before = {f"t{i}": 0.0 for i in range(20)}
+    after = {f"t{i}": 1.0 if i < 12 else 0.0 for i in range(20)}
+    got = bench.paired_gain(before, after)
+    assert got["gain"] == 0.6 and got["ci"][0] > 0.35 and (got["fixed"], got["broke"]) == (12, 0)
+    assert got["p"] == round(2 / 2**12, 4)
+    # rates from several trials per task: a task that went from 1 of 4 to 3 of 4 counts +0.5, and as fixed
+    rated = bench.paired_gain({"x": 0.25, "y": 0.5}, {"x": 0.75, "y": 0.5})
+    assert rated["gain"] == 0.25 and (rated["fixed"], rated["broke"]) == (1, 0)
+
+
+def test_the_interval_of_a_sampled_pass1_counts_a_tasks_trials_as_fewer_draws(bench):
+    # four trials on each of 50 tasks, all-or-nothing per task: as uncertain as 50 draws, not 200
+    lo, hi = bench.task_interval([1.0] * 25 + [0.0] * 25, 4)
+    assert (lo, hi) == bench.wilson(25, 50)  # p(1-p)/(Var/n) = 0.25 / (0.25*50/49/50) = 49, never fewer than n
+    assert hi - lo > 1.9 * (bench.wilson(100, 200)[1] - bench.wilson(100, 200)[0]) / 2
+    # trials that vary within a task as coin flips: as many draws as trials, never more
+    assert bench.task_interval([0.5, 0.25, 0.75, 0.5], 4) == bench.wilson(8, 16)
+    # nothing passed: still an interval above zero, as wide as that many trials allow
+    assert bench.task_interval([0.0] * 4, 2) == bench.wilson(0, 8) and bench.wilson(0, 8)[1] > 0.3
+    assert bench.task_interval([1.0] * 4, 2)[0] < 1.0 and bench.task_interval([], 3) == (0.0, 1.0)
+
+
+def test_a_sampled_evaluation_has_its_own_folder(bench):
+    assert bench.eval_folder("sft", 1, 0.0) == "eval-sft"
+    assert bench.eval_folder("grpo", 4, 0.3) == "eval-grpo-k4-t0.3"
+    assert bench.eval_folder("grpo", 1, 0.7) == "eval-grpo-k1-t0.7"
+
+
+def test_pass_rates_read_every_trial_of_a_run(bench, tmp_path):
+    tasks = [make_task("cancel", 0), make_task("info", 1)]
+    pipeline.run("retail", tasks, "gold", out=tmp_path / "gold", trials=2, report=False)
+    idle = ScriptedPolicy(["Sorry, I cannot help with that."], name="idle")
+    pipeline.run("retail", tasks, idle, out=tmp_path / "idle", trials=2, report=False)
+    gold, nothing = bench.pass_rates(tmp_path / "gold"), bench.pass_rates(tmp_path / "idle")
+    assert gold == {t.id: 1.0 for t in tasks} and nothing == {t.id: 0.0 for t in tasks}
+    assert bench.paired_gain(nothing, gold)["gain"] == 1.0
+
+
+class Recorder:
+    """A stand-in for the benchmark's stages: what was loaded and evaluated, nothing trained."""
+
+    def __init__(self, bench: ModuleType, out: Path, trials: int, temperature: float) -> None:
+        self.b = object.__new__(bench.Bench)
+        self.b.args = SimpleNamespace(eval_trials=trials, eval_temperature=temperature)
+        self.b.out = out
+        self.b.model = "whatever the last stage left"
+        self.calls: list[Any] = []
+        self.b.load = lambda folder=None: self.calls.append(("load", folder))
+        self.b.weights = lambda name: f"weights-of-{name}"
+        self.b.evaluate = lambda *args: self.calls.append(("evaluate", *args))
+
+
+def test_a_stage_is_evaluated_again_only_when_the_evaluation_asked_for_differs(bench, tmp_path):
+    old = {"name": "grpo", "pass1": 0.5, "lo": 0.4, "hi": 0.6, "n": 100, "run": "eval-grpo", "train_wall_s": 3900.0,
+           "eval_wall_s": 1900.0, "steps": 5, "reward_last": 0.4}  # fmt: skip
+    (tmp_path / "grpo.json").write_text(json.dumps(old))
+    same = Recorder(bench, tmp_path, 1, 0.0)  # a row from before trials were recorded was one greedy trial
+    assert same.b.reevaluate("grpo") is False and same.calls == []
+
+    sampled = Recorder(bench, tmp_path, 4, 0.3)
+    assert sampled.b.reevaluate("grpo") is True
+    load, evaluate = sampled.calls
+    assert load == ("load", tmp_path / "grpo" / "final") and sampled.b.model is None  # its own weights, reloaded
+    _, name, weights, train_wall_s, kept = evaluate
+    assert (name, weights, train_wall_s) == ("grpo", "weights-of-grpo", 3900.0)
+    assert kept == {"name": "grpo", "steps": 5, "reward_last": 0.4}  # the training's figures, not the old verdict
+
+    (tmp_path / "base.json").write_text(json.dumps({**old, "name": "base", "trials": 4, "temperature": 0.3}))
+    assert Recorder(bench, tmp_path, 4, 0.3).b.reevaluate("base") is False
+    base = Recorder(bench, tmp_path, 1, 0.0)
+    assert base.b.reevaluate("base") is True and base.calls[0] == ("load", None)
+
+    no_run = {k: v for k, v in old.items() if k != "run"}  # an RFT that had nothing to reinforce is the SFT model
+    (tmp_path / "rft.json").write_text(json.dumps({**no_run, "name": "rft"}))
+    assert Recorder(bench, tmp_path, 4, 0.3).b.reevaluate("rft") is False
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--eval-trials", "4"], "at temperature 0 plays each task the same way"),
+        (["--eval-trials", "0"], "--eval-trials must be >= 1"),
+        (["--eval-temperature", "-1"], "--eval-temperature must be >= 0"),
+    ],
+)
+def test_an_evaluation_that_cannot_measure_is_refused_before_any_work(bench, tmp_path, monkeypatch, capsys, argv, says):
+    monkeypatch.setattr(sys, "argv", ["learning.py", "--out", str(tmp_path / "out"), *argv])
+    with pytest.raises(SystemExit) as exc:
+        bench.main()
+    assert exc.value.code == 2 and says in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
