@@ -489,6 +489,9 @@ class Bench:
             if "run" not in row:  # a stage with no evaluation of its own (an RFT that had nothing to reinforce)
                 continue
             folder = self.out / row["run"]
+            if not folder.is_dir():  # a stage copied in without its evaluation run: its figures stand, say so
+                print(f"[{row['name']}] no evaluation run {folder}: its report does not show the curve", flush=True)
+                continue
             (folder / "learning.json").write_text(json.dumps(curve, indent=2), encoding="utf-8")
             try:
                 finish(folder)

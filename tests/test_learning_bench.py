@@ -135,3 +135,21 @@ def test_an_evaluation_that_cannot_measure_is_refused_before_any_work(bench, tmp
         bench.main()
     assert exc.value.code == 2 and says in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_curve_is_published_past_a_stage_copied_in_without_its_evaluation_run(bench, tmp_path, monkeypatch, capsys):
+    rendered: list[Path] = []
+    monkeypatch.setattr(pipeline, "finish", rendered.append)
+    b = object.__new__(bench.Bench)
+    b.args = SimpleNamespace(mix=None, eval_trials=2, eval_temperature=0.3)
+    b.out, b.train, b.heldout = tmp_path, [], []
+    (tmp_path / "base.json").write_text(json.dumps({"name": "base", "pass1": 0.0, "run": "eval-base"}))
+    (tmp_path / "sft.json").write_text(json.dumps({"name": "sft", "pass1": 0.4, "run": "eval-sft-k2-t0.3"}))
+    (tmp_path / "eval-sft-k2-t0.3").mkdir()
+    curve = b.publish()
+    assert [s["name"] for s in curve["stages"]] == ["base", "sft"]
+    assert curve["metric"] == "held-out pass^1 (2 trials per task at T 0.3)"
+    assert rendered == [tmp_path / "eval-sft-k2-t0.3"]
+    assert json.loads((tmp_path / "eval-sft-k2-t0.3" / "learning.json").read_text()) == curve
+    assert json.loads((tmp_path / "learning.json").read_text()) == curve and not (tmp_path / "eval-base").exists()
+    assert "[base] no evaluation run" in capsys.readouterr().out
