@@ -624,7 +624,8 @@ def main() -> None:
             out[f"grpo_gain_over_{before}"] = round(by["grpo"]["pass1"] - by[before]["pass1"], 4)
     # paired: on the same held-out tasks, what each stage gained over the one before it, how many tasks it fixed and
     # broke; GRPO also against SFT when an RFT stage sits between them
-    rates = {name: pass_rates(args.out / by[name]["run"]) for name in STAGES if name in by and by[name].get("run")}
+    rates = {name: pass_rates(args.out / by[name]["run"]) for name in STAGES
+             if name in by and by[name].get("run") and (args.out / by[name]["run"]).is_dir()}  # fmt: skip
     pairs = list(itertools.pairwise(rates))
     if "grpo" in rates and "sft" in rates and ("sft", "grpo") not in pairs:
         pairs.append(("sft", "grpo"))
