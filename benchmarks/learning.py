@@ -38,9 +38,11 @@ The last line printed is one JSON object.
 from __future__ import annotations
 
 import argparse
+import calendar
 import itertools
 import json
 import math
+import re
 import sys
 import time
 from pathlib import Path
@@ -55,7 +57,7 @@ from toolworld.train.grpo import ADVANTAGES, REWARDS
 STAGES = ("base", "sft", "rft", "grpo")
 #: what :meth:`Bench.evaluate` writes into a stage's row (the rest is its training's)
 EVAL_FIELDS = ("pass1", "lo", "hi", "n", "successes", "trials", "temperature", "infra_errors", "mean_reward",
-               "components", "by_demand", "eval_wall_s", "run", "train_wall_s")  # fmt: skip
+               "components", "by_demand", "picks", "eval_wall_s", "run", "train_wall_s")  # fmt: skip
 TOOL_PROMPT = "compact"
 GOAL = {"sft_gain": 0.30, "grpo_gain": 0.05}
 
@@ -95,6 +97,45 @@ def pass_rates(run_dir: Path) -> dict[str, float]:
     finally:
         store.close()
     return {task: sum(wins) / len(wins) for task, wins in tally.items()}
+
+
+MONTHS = "|".join(calendar.month_name[1:])
+
+
+def pick_outcomes(run_dir: Path, tasks: list[Task]) -> dict[str, dict[str, int]]:
+    """How the trials of an evaluation run picked the values their customers only described ("the order I placed
+    on April 16"): for each such value, the first tool call given an argument gold fills with it was ``right`` or
+    ``wrong``, or no call took that argument (``none``); ``all`` counts every described value, ``dated`` those whose
+    phrase names a date. The pick is one step of a task, so this moves with far less noise than pass^1."""
+    from toolworld.store.export import chat_records
+    from toolworld.store.runstore import RunStore
+
+    by_id = {t.id: t for t in tasks}
+    counts = {kind: {"right": 0, "wrong": 0, "none": 0} for kind in ("all", "dated")}
+    store = RunStore.open(run_dir)
+    try:
+        records = list(chat_records(store, include_failed=True))
+    finally:
+        store.close()
+    for rec in records:
+        task = by_id.get(rec["task_id"])
+        for need in task.scenario.needs if task is not None else ():
+            arg = next((k for a in task.gold_actions for k, v in a.arguments.items() if v == need.value), None)
+            if arg is None or not isinstance(need.value, str):
+                continue
+            outcome = "none"
+            for msg in rec["messages"]:
+                for call in msg.get("tool_calls") or () if msg.get("role") == "assistant" else ():
+                    args = call["function"]["arguments"]  # a dict here; the text a model wrote when it was no JSON
+                    if isinstance(args, dict) and arg in args:
+                        outcome = "right" if args[arg] == need.value else "wrong"
+                        break
+                if outcome != "none":
+                    break
+            kinds = ("all", "dated") if re.search(rf"\b({MONTHS}) \d{{1,2}}\b", need.phrase) else ("all",)
+            for kind in kinds:
+                counts[kind][outcome] += 1
+    return counts
 
 
 def task_interval(rates: list[float], trials: int, z: float = 1.96) -> tuple[float, float]:
@@ -304,10 +345,14 @@ class Bench:
                "components": {c: v.get("pass_rate") for c, v in (summary.get("components") or {}).items()},
                # which skill moved: held-out tasks by the reasoning they demand (an order to pick from a date, ...)
                "by_demand": summary.get("by_demand") or {},
+               # the described orders picked right: one step of a task, so it moves with less noise than pass^1
+               "picks": pick_outcomes(folder, self.heldout),
                "train_wall_s": round(train_wall_s, 1), "eval_wall_s": round(time.perf_counter() - started, 1),
                "run": folder.name, **extra}  # fmt: skip
         (self.out / f"{name}.json").write_text(json.dumps(row, indent=2), encoding="utf-8")
-        print(f"[{name}] held-out pass^1 {row['pass1']:.3f} [{lo:.3f}, {hi:.3f}] (n={n // k}, k={k}) train {train_wall_s:.0f}s "
+        picks = row["picks"]["all"]
+        print(f"[{name}] held-out pass^1 {row['pass1']:.3f} [{lo:.3f}, {hi:.3f}] (n={n // k}, k={k}), described values "
+              f"picked right {picks['right']} of {sum(picks.values())}; train {train_wall_s:.0f}s "
               f"eval {row['eval_wall_s']:.0f}s", flush=True)  # fmt: skip
         return row
 
@@ -617,6 +662,8 @@ def main() -> None:
         out[f"{name}_pass1"] = round(row["pass1"], 4)
         out[f"{name}_ci"] = [round(row["lo"], 4), round(row["hi"], 4)]
         out[f"{name}_train_s"] = row["train_wall_s"]
+        if "picks" in row:  # rows written before the pick count have none
+            out[f"{name}_picks"] = row["picks"]["all"]
     if "base" in by and "sft" in by:
         out["sft_gain"] = round(by["sft"]["pass1"] - by["base"]["pass1"], 4)
     for before in ("sft", "rft"):

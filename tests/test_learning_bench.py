@@ -82,6 +82,38 @@ def test_pass_rates_read_every_trial_of_a_run(bench, tmp_path):
     assert bench.paired_gain(nothing, gold)["gain"] == 1.0
 
 
+def test_the_pick_of_a_described_value_is_read_from_the_first_call_that_takes_it(bench, tmp_path):
+    from toolworld.tasks.generate import generate
+
+    described = [t for t in generate("retail", 40, seed=3, sampler="info").tasks
+                 if any(n.slot == "order" for n in t.scenario.needs)]  # fmt: skip
+    # phrasings that name a date ("the order I placed on May 3", "my order from May 3") and one that does not
+    by_date = [t for t in described if " on " in t.scenario.needs[0].phrase or " from " in t.scenario.needs[0].phrase]
+    tasks = by_date[:3] + [t for t in described if t not in by_date][:1]
+    assert len(tasks) == 4
+    pipeline.run("retail", tasks, "gold", out=tmp_path / "gold", report=False)
+
+    def wrong_then_right(messages: list[Any], task: Any) -> Any:
+        """Asks for another order first, then replays gold's calls (as a model that misread the list would)."""
+        made = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
+        if made == 0:
+            return {"name": "get_order_details", "arguments": {"order_id": "#W0000000"}}
+        if made > len(task.gold_actions):
+            return "Done."
+        action = task.gold_actions[made - 1]
+        return {"name": action.name, "arguments": action.arguments}
+
+    pipeline.run("retail", tasks, ScriptedPolicy(wrong_then_right, name="misread"), out=tmp_path / "misread",
+                 report=False)  # fmt: skip
+    idle = ScriptedPolicy(["Sorry, I cannot help with that."], name="idle")
+    pipeline.run("retail", tasks, idle, out=tmp_path / "idle", report=False)
+    gold = bench.pick_outcomes(tmp_path / "gold", tasks)
+    assert gold["all"] == {"right": 4, "wrong": 0, "none": 0} and gold["dated"] == {"right": 3, "wrong": 0, "none": 0}
+    assert bench.pick_outcomes(tmp_path / "misread", tasks)["all"] == {"right": 0, "wrong": 4, "none": 0}
+    assert bench.pick_outcomes(tmp_path / "idle", tasks)["all"] == {"right": 0, "wrong": 0, "none": 4}
+    assert bench.pick_outcomes(tmp_path / "gold", [])["all"] == {"right": 0, "wrong": 0, "none": 0}  # not its tasks
+
+
 class Recorder:
     """A stand-in for the benchmark's stages: what was loaded and evaluated, nothing trained."""
 
