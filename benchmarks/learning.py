@@ -38,7 +38,6 @@ The last line printed is one JSON object.
 from __future__ import annotations
 
 import argparse
-import calendar
 import itertools
 import json
 import math
@@ -49,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from toolworld import get_world
+from toolworld.core.dates import MONTHS
 from toolworld.pipeline import run
 from toolworld.tasks.generate import generate
 from toolworld.tasks.model import DEMANDS, Task, TaskSet
@@ -99,7 +99,18 @@ def pass_rates(run_dir: Path) -> dict[str, float]:
     return {task: sum(wins) / len(wins) for task, wins in tally.items()}
 
 
-MONTHS = "|".join(calendar.month_name[1:])
+#: a phrase that names a day ("the order I placed on April 16"), in the spoken form tasks and pick notes share
+SAID_DATE = re.compile(rf"\b({'|'.join(MONTHS)}) \d{{1,2}}\b")
+
+
+def _first_argument(messages: list[dict[str, Any]], arg: str) -> tuple[bool, Any]:
+    """Whether any assistant tool call in ``messages`` took argument ``arg``, and the first value it was given."""
+    for msg in messages:
+        for call in (msg.get("tool_calls") or ()) if msg.get("role") == "assistant" else ():
+            args = call["function"]["arguments"]  # a dict here; the text a model wrote when it was no JSON
+            if isinstance(args, dict) and arg in args:
+                return True, args[arg]
+    return False, None
 
 
 def pick_outcomes(run_dir: Path, tasks: list[Task]) -> dict[str, dict[str, int]]:
@@ -120,19 +131,14 @@ def pick_outcomes(run_dir: Path, tasks: list[Task]) -> dict[str, dict[str, int]]
     for rec in records:
         task = by_id.get(rec["task_id"])
         for need in task.scenario.needs if task is not None else ():
-            arg = next((k for a in task.gold_actions for k, v in a.arguments.items() if v == need.value), None)
-            if arg is None or not isinstance(need.value, str):
+            if not isinstance(need.value, str):
                 continue
-            outcome = "none"
-            for msg in rec["messages"]:
-                for call in msg.get("tool_calls") or () if msg.get("role") == "assistant" else ():
-                    args = call["function"]["arguments"]  # a dict here; the text a model wrote when it was no JSON
-                    if isinstance(args, dict) and arg in args:
-                        outcome = "right" if args[arg] == need.value else "wrong"
-                        break
-                if outcome != "none":
-                    break
-            kinds = ("all", "dated") if re.search(rf"\b({MONTHS}) \d{{1,2}}\b", need.phrase) else ("all",)
+            arg = next((k for a in task.gold_actions for k, v in a.arguments.items() if v == need.value), None)
+            if arg is None:
+                continue
+            taken, given = _first_argument(rec["messages"], arg)
+            outcome = "none" if not taken else "right" if given == need.value else "wrong"
+            kinds = ("all", "dated") if SAID_DATE.search(need.phrase) else ("all",)
             for kind in kinds:
                 counts[kind][outcome] += 1
     return counts
