@@ -57,7 +57,7 @@ from toolworld.train.grpo import ADVANTAGES, REWARDS
 STAGES = ("base", "sft", "rft", "grpo")
 #: what :meth:`Bench.evaluate` writes into a stage's row (the rest is its training's)
 EVAL_FIELDS = ("pass1", "lo", "hi", "n", "successes", "trials", "temperature", "infra_errors", "mean_reward",
-               "components", "by_demand", "picks", "eval_wall_s", "run", "train_wall_s")  # fmt: skip
+               "components", "by_demand", "picks", "terminations", "eval_wall_s", "run", "train_wall_s")  # fmt: skip
 TOOL_PROMPT = "compact"
 GOAL = {"sft_gain": 0.30, "grpo_gain": 0.05}
 
@@ -284,11 +284,14 @@ class Bench:
         """Episodes end (scored, as ``max_tokens``) before the conversation outgrows llama.cpp's context, and after
         ``--max-turns`` assistant turns: a model that loops on a read would otherwise spend minutes per episode to
         fail the same way. The trials RFT and GRPO sample stop at ``--sample-max-turns`` (default the same): at
-        temperature 1 most failed trials loop to the limit, and a trial still going after it has failed anyway."""
+        temperature 1 most failed trials loop to the limit, and a trial still going after it has failed anyway.
+        No wall-clock limit: turns and tokens already bound an episode, and its wall time measures the machine, not
+        the policy (two evaluations sharing 2 cores ran SFT's episodes past the default 600 s, and 19 of its 200
+        sampled trials were scored as failed ``timeout`` that pass or fail on their merits on a quiet machine)."""
         from toolworld.env.limits import Limits
 
         turns = self.args.sample_max_turns if sampling and self.args.sample_max_turns else self.args.max_turns
-        return Limits(max_turns=turns, max_tokens=self.args.n_ctx - self.args.max_tokens)
+        return Limits(max_turns=turns, max_tokens=self.args.n_ctx - self.args.max_tokens, max_wall_s=None)
 
     def cpu_sft(self) -> dict[str, Any]:
         """How SFT runs fastest on a CPU (``benchmarks/train.py``): one conversation per micro-batch under a plain
@@ -353,6 +356,8 @@ class Bench:
                "by_demand": summary.get("by_demand") or {},
                # the described orders picked right: one step of a task, so it moves with less noise than pass^1
                "picks": pick_outcomes(folder, self.heldout),
+               # how the trials ended: a stage that fails by running out of turns differs from one that answers wrong
+               "terminations": summary.get("terminations") or {},
                "train_wall_s": round(train_wall_s, 1), "eval_wall_s": round(time.perf_counter() - started, 1),
                "run": folder.name, **extra}  # fmt: skip
         (self.out / f"{name}.json").write_text(json.dumps(row, indent=2), encoding="utf-8")

@@ -153,6 +153,16 @@ def test_a_stage_is_evaluated_again_only_when_the_evaluation_asked_for_differs(b
     assert Recorder(bench, tmp_path, 4, 0.3).b.reevaluate("rft") is False
 
 
+def test_an_episode_of_the_benchmark_ends_by_turns_and_tokens_never_by_the_clock(bench):
+    b = object.__new__(bench.Bench)
+    b.args = SimpleNamespace(max_turns=12, sample_max_turns=6, n_ctx=8192, max_tokens=320)
+    judged, sampled = b.limits(), b.limits(sampling=True)
+    # a loaded machine slows every episode: with a wall-clock limit it would be scored as the policy's failure
+    assert judged.max_wall_s is None and sampled.max_wall_s is None
+    assert (judged.max_turns, judged.max_tokens) == (12, 8192 - 320) and sampled.max_turns == 6
+    assert "terminations" in bench.EVAL_FIELDS  # how the trials ended is part of a stage's verdict, redone on re-judging
+
+
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
