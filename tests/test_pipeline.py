@@ -16,6 +16,7 @@ import pytest
 from rollout_kit import make_task
 from toolworld import pipeline
 from toolworld.core import InfraError
+from toolworld.env import Limits
 from toolworld.env.noise import NoiseConfig
 from toolworld.report import render_report
 from toolworld.rollout.backends import ScriptedPolicy
@@ -90,6 +91,18 @@ def test_a_policy_object_and_a_task_list_run_and_are_recorded_by_the_spec_given(
     with pytest.raises(pipeline.RunError) as err:
         pipeline.run("retail", tasks, idle, out=tmp_path / "run", policy_spec="idle:v2", resume=True)
     assert err.value.kind == "run_mismatch" and err.value.details["differences"] == ["--policy idle:v1 -> idle:v2"]
+
+
+def test_a_run_made_under_the_old_600_s_clock_resumes_only_with_that_clock(tmp_path):
+    """Runs stored before the clock went off by default name the flag that resumes them, in words a flag takes."""
+    tasks = [make_task("cancel", 0)]
+    pipeline.run("retail", tasks, "gold", out=tmp_path / "run", limits=Limits(max_wall_s=600.0), report=False)
+    with pytest.raises(pipeline.RunError) as err:
+        pipeline.run("retail", tasks, "gold", out=tmp_path / "run", trials=2, resume=True, report=False)
+    assert err.value.details["differences"] == ["--time-limit 600.0 -> none"]
+    resumed = pipeline.run("retail", tasks, "gold", out=tmp_path / "run", trials=2, resume=True, report=False,
+                           limits=Limits(max_wall_s=600.0))  # fmt: skip
+    assert resumed.summary.episodes == 2 and resumed.summary.success_rate == 1.0
 
 
 def test_run_async_works_inside_a_running_event_loop(tmp_path):

@@ -206,6 +206,39 @@ def test_wall_time_limit(world, tasks):
     assert traj.messages[-1]["role"] == "user"
 
 
+#: A turn that looks an order up (and goes on): an episode of them ends by its limits.
+LOOKUP = AssistantTurn("", [ToolCall("get_order_details", '{"order_id": "#W0000000"}')])
+
+
+def _hour_long_turns(monkeypatch: pytest.MonkeyPatch) -> ScriptedPolicy:
+    """A policy whose every turn takes an hour of the episode's clock (a loaded machine, a busy server)."""
+    import toolworld.env.env as env_module
+
+    hours, real = [0.0], time.perf_counter
+    monkeypatch.setattr(env_module.time, "perf_counter", lambda: real() + 3600.0 * hours[0])
+
+    def slow_turn(messages: list[dict[str, Any]], task: Any) -> AssistantTurn:
+        hours[0] += 1
+        return LOOKUP
+
+
+    return ScriptedPolicy(slow_turn)
+
+
+def test_by_default_the_clock_never_ends_an_episode_turns_and_tokens_do(world, tasks, monkeypatch):
+    """A slow machine is not a bad policy: with default limits, hour-long turns end the episode as quick ones do."""
+    quick = run(run_episode(world, tasks["cancel"], ScriptedPolicy(lambda m, t: LOOKUP), limits=Limits(max_turns=3)))
+    slow = run(run_episode(world, tasks["cancel"], _hour_long_turns(monkeypatch), limits=Limits(max_turns=3)))
+    assert slow.wall_s > 3600
+    assert slow.termination == quick.termination == "max_turns" and len(slow.turns) == len(quick.turns) == 3
+
+
+def test_a_wall_limit_set_on_purpose_counts_against_the_agent(world, tasks, monkeypatch):
+    limits = Limits(max_turns=3, max_wall_s=600.0)
+    traj = run(run_episode(world, tasks["cancel"], _hour_long_turns(monkeypatch), limits=limits))
+    assert traj.termination == "timeout" and len(traj.turns) == 1 and not traj.failed_by_infra
+
+
 # -- infra errors --------------------------------------------------------------------------------------------
 
 

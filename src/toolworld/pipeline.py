@@ -331,6 +331,11 @@ RESUME_KEYS = (("world", "WORLD"), ("policy_spec", "--policy"), ("user", "--user
                ("noise.seed", "--noise-seed"))  # fmt: skip
 
 
+def _shown(value: Any) -> str:
+    """A stored option as its flag would take it: an unset limit (None) reads ``none`` (no such limit)."""
+    return "none" if value is None else str(value)
+
+
 def config_differences(stored: dict[str, Any], config: dict[str, Any], run_task_ids: Callable[[], list[str]],
                        file_task_ids: list[str]) -> list[str]:  # fmt: skip
     """Each way ``config`` (this run) differs from ``stored`` (the run's) in what shapes trials, one phrase
@@ -349,7 +354,7 @@ def config_differences(stored: dict[str, Any], config: dict[str, Any], run_task_
             if canonical_spec(str(old)) != canonical_spec(str(new)):
                 out.append(f"{option} {old} -> {new}")
         elif old != new:
-            out.append(f"{option} {old} -> {new}")
+            out.append(f"{option} {_shown(old)} -> {_shown(new)}")
     if _draws_matter(stored) and int(stored.get("draws", 1)) != int(config.get("draws", DRAWS_VERSION)):
         out.append(f"random draws {stored.get('draws', 1)} -> {config.get('draws', DRAWS_VERSION)} (the run was started "
                    "by a toolworld whose seeds draw other noise, gold perturbations, probe output or sampling seeds; "

@@ -73,7 +73,9 @@ def run(
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Assistant turns per episode.")] = 30,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1,
                                                    help="Conversation length in tokens that ends an episode.")] = None,
-    time_limit: Annotated[float, typer.Option("--time-limit", min=0.001, help="Wall seconds per episode.")] = 600.0,
+    time_limit: Annotated[float | None, typer.Option(
+        "--time-limit", min=0.001, help="Wall seconds per episode, counted against the agent (ends it as `timeout`, "
+        "reward 0); off by default, since the clock also measures the machine's load.")] = None,
     noise_fail: NoiseFail = 0.0,
     noise_latency_ms: NoiseLatencyMs = 0.0,
     noise_truncate: NoiseTruncate = 0.0,

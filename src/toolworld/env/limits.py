@@ -14,8 +14,15 @@ class Limits:
         max_tokens: conversation length in tokens (prompt + completion of the latest turn, as the backend
             reports it) at which the episode ends as ``max_tokens``; None for no limit. A turn cut by the
             backend's own length limit (``finish_reason == "length"``) also ends it so.
-        max_wall_s: wall-clock seconds for the whole episode (``timeout``); None for no limit. For a driver outside
-            the loop (a trainer, the Gymnasium env) its own time between steps counts too.
+        max_wall_s: wall-clock seconds for the whole episode (``timeout``); None (the default) for no limit. For a
+            driver outside the loop (a trainer, the Gymnasium env) its own time between steps counts too. A
+            ``timeout`` counts against the agent like ``max_turns``, so set it only where the agent's speed is
+            part of what is judged: the clock measures the machine as much as the policy (a loaded CPU or a busy
+            server turns the same trial into a failure), while turns and tokens already bound every episode and a
+            server that stops answering is caught per request by the backend's ``timeout_s`` (an infra error,
+            retried). It is not
+            made an infra error instead, because a voided trial leaves pass^1 and GRPO's groups: a policy that
+            stalls on hard tasks would drop its own failures.
         max_consecutive_errors: agent tool errors in a row that end the episode (``error_cap``).
         infra_retries: retries of a failed policy or user-simulator turn before ``infra_error``.
         infra_backoff_s: first retry delay; doubles each retry.
@@ -25,7 +32,7 @@ class Limits:
 
     max_turns: int = 30
     max_tokens: int | None = None
-    max_wall_s: float | None = 600.0
+    max_wall_s: float | None = None
     max_consecutive_errors: int = 5
     infra_retries: int = 2
     infra_backoff_s: float = 1.0
