@@ -613,7 +613,9 @@ def main() -> None:
     p.add_argument("--grpo-optimizer", choices=["adamw", "sgd"], default="adamw",
                    help="adamw moves every weight ~lr a step; sgd in proportion to its gradient (its lr on another "
                         "scale: 0.05 ~ adamw's 2e-5 for this model; see benchmarks/grpo_step.py).")
-    p.add_argument("--grpo-updates", type=int, default=1, help="Optimizer steps per batch of GRPO trials.")
+    p.add_argument("--grpo-updates", type=int, default=1,
+                   help="Optimizer steps per batch of GRPO trials (3 collapsed the policy onto one tool in a step "
+                        "on 2 cores: keep 1 unless a step has many informative groups).")
     p.add_argument("--grpo-advantage", default="grpo", choices=ADVANTAGES, help="Advantage estimator.")
     p.add_argument("--grpo-kl", type=float, default=0.0, help="KL coefficient to the RFT model (0: no reference).")
     p.add_argument("--grpo-reward", choices=REWARDS, default="partial",

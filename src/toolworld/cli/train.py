@@ -292,7 +292,9 @@ def grpo(
     kl: Annotated[float, typer.Option("--kl", min=0.0, help="KL penalty to the starting model (0: no reference "
                                       "model is kept).")] = 0.0,
     clip: Annotated[float, typer.Option("--clip", help="PPO clip range of the probability ratio.")] = 0.2,
-    updates: Annotated[int, typer.Option("--updates", min=1, help="Optimizer steps per batch of trials.")] = 1,
+    updates: Annotated[int, typer.Option("--updates", min=1, help="Optimizer steps per batch of trials. With few "
+                                         "informative groups per step keep 1: 3 made SmolLM2-135M call one tool "
+                                         "for every request after one step (docs/benchmarks.md).")] = 1,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per assistant turn.")] = 512,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature; the update "
                                                "trains the policy at the same temperature (softmax(logits / T)), "
