@@ -221,7 +221,6 @@ def _hour_long_turns(monkeypatch: pytest.MonkeyPatch) -> ScriptedPolicy:
         hours[0] += 1
         return LOOKUP
 
-
     return ScriptedPolicy(slow_turn)
 
 

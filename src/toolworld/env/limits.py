@@ -20,9 +20,8 @@ class Limits:
             part of what is judged: the clock measures the machine as much as the policy (a loaded CPU or a busy
             server turns the same trial into a failure), while turns and tokens already bound every episode and a
             server that stops answering is caught per request by the backend's ``timeout_s`` (an infra error,
-            retried). It is not
-            made an infra error instead, because a voided trial leaves pass^1 and GRPO's groups: a policy that
-            stalls on hard tasks would drop its own failures.
+            retried). It is not made an infra error instead, because a voided trial leaves pass^1 and GRPO's
+            groups: a policy that stalls on hard tasks would drop its own failures.
         max_consecutive_errors: agent tool errors in a row that end the episode (``error_cap``).
         infra_retries: retries of a failed policy or user-simulator turn before ``infra_error``.
         infra_backoff_s: first retry delay; doubles each retry.
