@@ -494,7 +494,8 @@ class Bench:
         config = GRPOConfig(out=self.out / "grpo", group=a.group, tasks_per_step=a.tasks_per_step,
                             steps=a.grpo_steps, lr=a.grpo_lr, optimizer=a.grpo_optimizer, max_tokens=a.max_tokens,
                             max_len=a.max_len,
-                            updates=a.grpo_updates, advantage=a.grpo_advantage, kl_coef=a.grpo_kl,
+                            updates=a.grpo_updates, min_groups=a.grpo_min_groups, max_draws=a.grpo_max_draws,
+                            advantage=a.grpo_advantage, kl_coef=a.grpo_kl,
                             reward=a.grpo_reward, temperature=a.temperature,
                             tool_prompt=TOOL_PROMPT, concurrency=a.batch if a.engine == "hf" else 1, seed=a.grpo_seed,
                             tensorboard=False, packing=False, bf16=a.bf16, save_every=2,
@@ -616,6 +617,10 @@ def main() -> None:
     p.add_argument("--grpo-updates", type=int, default=1,
                    help="Optimizer steps per batch of GRPO trials (3 collapsed the policy onto one tool in a step "
                         "on 2 cores: keep 1 unless a step has many informative groups).")
+    p.add_argument("--grpo-min-groups", type=int, default=0,
+                   help="Dynamic sampling: a step draws --tasks-per-step more tasks until this many groups have "
+                        "differing rewards (0: one draw).")
+    p.add_argument("--grpo-max-draws", type=int, default=4, help="Draws a step makes at most for --grpo-min-groups.")
     p.add_argument("--grpo-advantage", default="grpo", choices=ADVANTAGES, help="Advantage estimator.")
     p.add_argument("--grpo-kl", type=float, default=0.0, help="KL coefficient to the RFT model (0: no reference).")
     p.add_argument("--grpo-reward", choices=REWARDS, default="partial",

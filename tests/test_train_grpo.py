@@ -284,15 +284,22 @@ def test_resume_continues_at_the_next_step_and_ends_where_an_uninterrupted_run_e
     with pytest.raises(GRPOError) as optimizer:  # Adam's moments cannot continue as SGD, or the reverse
         train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(out, resume=True, optimizer="sgd"))
     assert optimizer.value.kind == "run_mismatch" and "optimizer" in str(optimizer.value)
-    # a checkpoint written before the optimizer was recorded was trained with AdamW, whatever today's default
+    with pytest.raises(GRPOError) as dynamic:  # drawing until N groups differ makes another experiment
+        train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(out, resume=True, min_groups=4))
+    assert dynamic.value.kind == "run_mismatch" and "min_groups" in str(dynamic.value)
+    # a checkpoint written before the optimizer was recorded was trained with AdamW, whatever today's default, ...
     state = out / "checkpoint-1" / "trainer_state.json"
     saved = json.loads(state.read_text())
-    del saved["config"]["optimizer"]
+    for key in ("optimizer", "min_groups", "max_draws"):  # ... nor the dynamic sampling, which did not exist
+        del saved["config"][key]
     state.write_text(json.dumps(saved))
     shutil.rmtree(out / "checkpoint-2")
     with pytest.raises(GRPOError) as legacy:
         train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(out, resume=True, optimizer="sgd"))
     assert legacy.value.kind == "run_mismatch" and "'adamw'" in str(legacy.value)
+    with pytest.raises(GRPOError) as before_dynamic:  # ... and with one draw a step
+        train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(out, resume=True, min_groups=2))
+    assert before_dynamic.value.kind == "run_mismatch" and "min_groups=0" in str(before_dynamic.value)
 
 
 def test_a_run_killed_before_its_first_checkpoint_starts_over_and_logs_each_step_once(two_steps, tokenizer, world,
@@ -387,9 +394,62 @@ def test_pick_tasks_is_fixed_by_seed_and_step(tasks):
     assert pick_tasks(tasks, 8, 0, 0) == list(tasks)
 
 
+def test_a_further_draw_picks_other_tasks_and_is_fixed_by_seed_step_and_draw(tasks):
+    many = [tasks[0].model_copy(update={"id": f"t{i}"}) for i in range(10)]
+    first = [t.id for t in pick_tasks(many, 3, 0, 5)]
+    assert [t.id for t in pick_tasks(many, 3, 0, 5, draw=0, taken=["t0", "t1"])] == first  # draw 0: as before
+    again = [t.id for t in pick_tasks(many, 3, 0, 5, draw=1, taken=first)]
+    assert again == [t.id for t in pick_tasks(many, 3, 0, 5, draw=1, taken=first)]
+    assert len(set(again)) == 3 and not set(again) & set(first)
+    rest = [t.id for t in pick_tasks(many, 8, 0, 5, draw=2, taken=first + again)]
+    assert sorted(rest) == sorted(set(t.id for t in many) - set(first) - set(again))  # fewer left than asked: all
+
+
+def test_dynamic_sampling_draws_more_tasks_until_enough_groups_differ(tokenizer, world, tasks, tmp_path):
+    """Only tasks t6..t9 give a spread: each draw of 2 tasks adds its groups, and the step stops drawing once 2
+    groups differ (or after max_draws); every drawn trial is logged, and the update trains on the spread groups."""
+    many = [tasks[0].model_copy(update={"id": f"t{i}"}) for i in range(10)]
+    spread = {"t6", "t7", "t8", "t9"}
+    scorer = Recorder(lambda t: float(t.trial % 2) if t.task_id in spread else 0.0)
+    steps: list[Any] = []
+    out = tmp_path / "dyn"
+    model = tiny_model(tokenizer)
+    before = weights(model)
+    train_grpo(model, tokenizer, world, many, config(out, steps=2, min_groups=2, max_draws=4), scorer=scorer,
+               on_step=steps.append)  # fmt: skip
+    trials = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+    for entry in steps:
+        played = [r["task_id"] for r in trials if r["step"] == entry.step][::2]
+        draws = [played[i:i + 2] for i in range(0, len(played), 2)]
+        hits = [sum(t in spread for t in d) for d in draws]
+        assert len(set(played)) == len(played) == entry.tasks == 2 * entry.draws
+        assert draws[0] == [t.id for t in pick_tasks(many, 2, 0, entry.step - 1)]  # draw 0 is the plain step's
+        # it drew until 2 groups differed (or ran out of draws), and not once more
+        assert all(sum(hits[:k]) < 2 for k in range(1, len(hits))) and (sum(hits) >= 2 or entry.draws == 4)
+        assert entry.groups == sum(hits) and entry.updated == (sum(hits) > 0)
+    assert any(e.draws > 1 for e in steps)  # the draws above need it: t0..t5 are 6 of 10
+    assert any(not torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    log = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+    assert [(e["tasks"], e["draws"]) for e in log] == [(e.tasks, e.draws) for e in steps]
+
+
+def test_dynamic_sampling_stops_at_max_draws_when_every_group_ties(tokenizer, world, tasks, tmp_path):
+    many = [tasks[0].model_copy(update={"id": f"t{i}"}) for i in range(10)]
+    steps: list[Any] = []
+    train_grpo(tiny_model(tokenizer), tokenizer, world, many,
+               config(tmp_path / "o", steps=1, min_groups=1, max_draws=3, save_trials=False),
+               scorer=Recorder(lambda t: 0.5), on_step=steps.append)  # fmt: skip
+    assert (steps[0].draws, steps[0].tasks, steps[0].trials, steps[0].groups) == (3, 6, 12, 0)
+    assert not steps[0].updated
+    # without min_groups a step makes its one draw, however many groups tie
+    train_grpo(tiny_model(tokenizer), tokenizer, world, many, config(tmp_path / "p", steps=1, save_trials=False),
+               scorer=Recorder(lambda t: 0.5), on_step=steps.append)  # fmt: skip
+    assert (steps[1].draws, steps[1].tasks) == (1, 2)
+
+
 def test_config_errors_are_structured():
     for bad in ({"group": 1}, {"advantage": "ppo"}, {"reward": "pass"}, {"temperature": 0.0}, {"optimizer": "lion"},
-                {"max_len": 100, "batch_tokens": 50}):
+                {"max_len": 100, "batch_tokens": 50}, {"min_groups": -1}, {"max_draws": 0}):
         with pytest.raises(GRPOError) as info:
             GRPOConfig(**bad)
         assert info.value.kind == "invalid_option" and next(iter(bad)) in str(info.value)
@@ -446,6 +506,13 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
     lion = runner.invoke(app, [*args[:6], str(tmp_path / "o4"), "--optimizer", "lion"], catch_exceptions=False)
     error = json.loads(lion.output.strip().splitlines()[-1])["error"]
     assert error["type"] == "invalid_option" and "adamw, sgd" in error["message"]
+    # dynamic sampling from the command line: a random model passes nothing, so the step draws until --max-draws
+    write_jsonl(tmp_path / "two.jsonl", tasks[:2])
+    dyn = runner.invoke(app, [*args[:2], str(tmp_path / "two.jsonl"), *args[3:6], str(tmp_path / "o5"), *args[7:],
+                              "--tasks-per-step", "1", "--min-groups", "1", "--max-draws", "2"], catch_exceptions=False)
+    assert dyn.exit_code == 0, dyn.output
+    step = json.loads((tmp_path / "o5" / "train.jsonl").read_text().splitlines()[0])
+    assert (step["draws"], step["tasks"], step["trials"], step["groups"]) == (2, 2, 4, 0)
     missing = runner.invoke(app, ["train", "rft", str(tmp_path / "nope.jsonl"), "--model", str(model_dir), "--out",
                                   str(tmp_path / "o3"), "--k", "2"], catch_exceptions=False)  # fmt: skip
     assert json.loads(missing.output.strip().splitlines()[-1])["error"]["type"] == "not_found"

@@ -295,6 +295,13 @@ def grpo(
     updates: Annotated[int, typer.Option("--updates", min=1, help="Optimizer steps per batch of trials. With few "
                                          "informative groups per step keep 1: 3 made SmolLM2-135M call one tool "
                                          "for every request after one step (docs/benchmarks.md).")] = 1,
+    min_groups: Annotated[int, typer.Option("--min-groups", min=0, help="Dynamic sampling: while fewer groups "
+                                            "than this have differing rewards, the step plays --tasks-per-step "
+                                            "more tasks (0: one draw; tied groups teach nothing, so a policy "
+                                            "that passes tasks all-or-nothing otherwise updates on one or two "
+                                            "groups).")] = 0,
+    max_draws: Annotated[int, typer.Option("--max-draws", min=1, help="Draws of --tasks-per-step tasks a step "
+                                           "makes at most for --min-groups (it bounds a step's sampling).")] = 4,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per assistant turn.")] = 512,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature; the update "
                                                "trains the policy at the same temperature (softmax(logits / T)), "
@@ -328,7 +335,8 @@ def grpo(
     try:
         config = GRPOConfig(out=out, group=group, tasks_per_step=tasks_per_step, steps=steps, lr=lr, clip=clip,
                             optimizer=optimizer,
-                            kl_coef=kl, advantage=advantage, reward=reward, updates=updates, max_tokens=max_tokens,
+                            kl_coef=kl, advantage=advantage, reward=reward, updates=updates, min_groups=min_groups,
+                            max_draws=max_draws, max_tokens=max_tokens,
                             temperature=temperature, max_len=max_len, concurrency=concurrency, seed=seed,
                             save_every=save_every, keep_checkpoints=keep_checkpoints, resume=resume,
                             gradient_checkpointing=gradient_checkpointing, packing=packing, bf16=bf16,
@@ -350,7 +358,8 @@ def grpo(
             def on_step(entry: GRPOStep) -> None:
                 gap = f" · gap {entry.logprob_gap:.3f}" if entry.logprob_gap is not None else ""
                 progress.update(bar, completed=entry.step, extra=f"reward {entry.reward:.3f} · pass^1 "
-                                f"{entry.pass1:.2f}{gap} · {entry.tokens_per_s:,.0f} tok/s")  # fmt: skip
+                                f"{entry.pass1:.2f} · {entry.groups}/{entry.tasks} groups differ{gap} · "
+                                f"{entry.tokens_per_s:,.0f} tok/s")  # fmt: skip
 
             result = train_grpo(trained, tokenizer, world, task_list, config, on_step=on_step)
     except ToolworldError as exc:

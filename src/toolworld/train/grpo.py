@@ -5,6 +5,8 @@ One step of :func:`train_grpo`::
     tasks  = pick_tasks(tasks, N, seed, step)                 # deterministic per (seed, step)
     trials = G episodes per task, sampled by the model itself  # HFEngine over the same weights, scripted user
     r_i    = score_trajectory(task, trial_i).reward            # reward="success": 1 if it succeeded, else 0
+    while groups with a reward spread < min_groups            # dynamic sampling (min_groups 0: never)
+          and draws < max_draws: N more tasks, G trials each   # pick_tasks(..., draw=d, taken=the step's so far)
     A_i    = advantage(r of the task's G trials)               # grpo | dr_grpo | mc_grpo | gigpo
              (gigpo adds, per turn's tokens, the step-level advantage over turns taken in the same situation:
               same world state, same user and tool messages so far)
@@ -16,7 +18,10 @@ One step of :func:`train_grpo`::
 The samples are the trials' token buffers exactly as sampled (ids, loss mask and sampler logprobs): decoding and
 re-encoding the text could give other ids, and a gradient on ids the sampler never produced trains the wrong thing.
 A group whose trials all got the same reward has zero advantage everywhere and teaches nothing, so it is left out
-of the update (DAPO's dynamic sampling, without the resampling); a step where every group ties makes no update.
+of the update; a step where every group ties makes no update. With ``min_groups`` the step also draws more tasks
+until that many groups differ (DAPO's dynamic sampling, bounded by ``max_draws``): a policy that passes most tasks
+all-or-nothing (SmolLM2-135M at T 0.3 differs on ~2 of 6) would otherwise make each update from one or two groups,
+too few to say what generalises. Ties still cost their sampling; what the option buys is the size of each update.
 Trials that ended on an infra error are not scored and take no part in their group.
 
 The model stays in eval mode throughout: dropout would make ``pi`` and ``pi_old`` different functions of the
@@ -98,10 +103,10 @@ TRIALS_FILE = "trials.jsonl"
 Scorer = Callable[["Task", "Trajectory"], "Score"]
 # Options a resumed run must share with its checkpoint: changing them mid-run would make it another experiment.
 _RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "reward", "lr", "clip", "tis_cap", "kl_coef", "updates",
-                "max_tokens", "temperature", "max_len", "optimizer")  # fmt: skip
+                "max_tokens", "temperature", "max_len", "optimizer", "min_groups", "max_draws")  # fmt: skip
 #: What a checkpoint written before a key was recorded was trained with: the value then, not today's default (an
 #: AdamW checkpoint resumed as SGD would load Adam's moments into SGD and fail a whole sampling step later).
-_LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw"}
+_LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw", "min_groups": 0, "max_draws": 4}
 
 
 def _adamw(params: list[Any], config: GRPOConfig) -> Any:
@@ -143,7 +148,9 @@ class GRPOConfig:
     """Hyper-parameters and output folder of one GRPO run.
 
     Each step samples ``group`` trials of each of ``tasks_per_step`` tasks (all tasks when there are fewer) and
-    makes ``updates`` optimizer steps on them (1: strictly on-policy). ``kl_coef`` 0 keeps no reference model.
+    makes ``updates`` optimizer steps on them (1: strictly on-policy). ``min_groups`` > 0: while fewer groups than
+    that have differing rewards, the step draws ``tasks_per_step`` other tasks, ``max_draws`` draws at most (the
+    first included). ``kl_coef`` 0 keeps no reference model.
     ``max_tokens`` bounds one assistant turn; ``max_len`` one trial's tokens in training (a longer one is cut, its
     later turns unlearned); ``batch_tokens`` (default ``max_len``) one packed micro-batch. ``save_every`` 0 saves
     a checkpoint only at the end and on Ctrl-C.
@@ -161,6 +168,10 @@ class GRPOConfig:
     #: ``partial``: the score's reward (weighted components); ``success``: 1.0 when the trial succeeded, else 0.0.
     reward: str = "partial"
     updates: int = 1
+    #: Dynamic sampling: groups with differing rewards a step gathers before it updates (0: one draw, as many as come).
+    min_groups: int = 0
+    #: Draws of ``tasks_per_step`` tasks a step makes at most while it gathers ``min_groups``.
+    max_draws: int = 4
     max_tokens: int = 512
     temperature: float = 1.0
     max_len: int = 8192
@@ -206,6 +217,8 @@ class GRPOConfig:
                   ("reward", self.reward in REWARDS, f"one of {', '.join(REWARDS)}"),
                   ("optimizer", self.optimizer in OPTIMIZERS, f"one of {', '.join(OPTIMIZERS)}"),
                   ("updates", self.updates >= 1, ">= 1"), ("max_tokens", self.max_tokens >= 1, ">= 1"),
+                  ("min_groups", self.min_groups >= 0, ">= 0 (0: no dynamic sampling)"),
+                  ("max_draws", self.max_draws >= 1, ">= 1"),
                   ("temperature", self.temperature > 0, "> 0 (GRPO needs sampled, varied trials)"),
                   ("max_len", self.max_len >= 2, ">= 2"), ("max_grad_norm", self.max_grad_norm > 0, "> 0"),
                   ("concurrency", self.concurrency >= 1, ">= 1"), ("save_every", self.save_every >= 0, ">= 0"),
@@ -241,6 +254,8 @@ class GRPOStep:
     infra_errors: int
     groups: int  # groups with a reward spread, i.e. that were trained on
     updated: bool
+    tasks: int  # tasks played this step (more than tasks_per_step when dynamic sampling drew again)
+    draws: int
     loss: float | None
     kl: float | None
     clip_frac: float | None
@@ -294,12 +309,17 @@ def estimator(name: str) -> Callable[[Sequence[float]], list[float]]:
     return table[name]
 
 
-def pick_tasks(tasks: Sequence[Task], n: int, seed: int, step: int) -> list[Task]:
+def pick_tasks(tasks: Sequence[Task], n: int, seed: int, step: int, *, draw: int = 0,
+               taken: Iterable[str] = ()) -> list[Task]:  # fmt: skip
     """The tasks of ``step`` (0-based): ``n`` distinct ones drawn by ``(seed, step)`` alone (all when there are no
-    more than ``n``), so a resumed run trains on the tasks an uninterrupted one would have."""
+    more than ``n``), so a resumed run trains on the tasks an uninterrupted one would have. A further ``draw`` of
+    the same step (dynamic sampling) picks by ``(seed, step, draw)`` among the tasks whose ids are not ``taken``."""
+    if draw:
+        skip = set(taken)
+        tasks = [t for t in tasks if t.id not in skip]
     if n >= len(tasks):
         return list(tasks)
-    rng = random.Random(derive_seed("grpo-tasks", seed, step))
+    rng = random.Random(derive_seed("grpo-tasks", seed, step, *([draw] if draw else [])))
     return [tasks[i] for i in sorted(rng.sample(range(len(tasks)), n))]
 
 
@@ -612,17 +632,29 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     try:
         for step in range(start, config.steps):
             t0 = time.perf_counter()
-            chosen = pick_tasks(tasks, config.tasks_per_step, config.seed, step)
             step_policy = sampler(model, step) if sampler is not None else policy
             same_prompt(step_policy, config.tool_prompt, GRPOError)
             same_temperature(step_policy, config.temperature)
-            pairs = rollouts(world, chosen, step_policy, trials=config.group, scorer=scorer,
-                             salt=derive_seed(config.seed, step), concurrency=config.concurrency, limits=limits,
-                             user=user)  # fmt: skip
+            pairs: list[tuple[Trajectory, Score]] = []
+            taken: list[str] = []
+            draws = 0
+            for draw in range(config.max_draws if config.min_groups else 1):
+                chosen = pick_tasks(tasks, config.tasks_per_step, config.seed, step, draw=draw, taken=taken)
+                if not chosen:  # every task of the set is in this step already
+                    break
+                draws = draw + 1
+                taken += [t.id for t in chosen]
+                drawn = rollouts(world, chosen, step_policy, trials=config.group, scorer=scorer,
+                                 salt=derive_seed(config.seed, step), concurrency=config.concurrency, limits=limits,
+                                 user=user)  # fmt: skip
+                pairs += drawn
+                if trials_log is not None:  # per draw: a run stopped mid-step keeps what it sampled
+                    trials_log.writelines(json.dumps(trial_record(step + 1, traj, score)) + "\n"
+                                          for traj, score in drawn)  # fmt: skip
+                    trials_log.flush()
+                if len(_spread_groups(samples_from_trajectories(pairs))) >= config.min_groups:
+                    break
             t_sampled = time.perf_counter()
-            if trials_log is not None:
-                trials_log.writelines(json.dumps(trial_record(step + 1, traj, score)) + "\n" for traj, score in pairs)
-                trials_log.flush()
             samples, train_on, spread = advantaged(pairs, config)
             scored = [score for traj, score in pairs if not (traj.failed_by_infra or score.infra_error)]
             stats: dict[str, float] = {}
@@ -636,6 +668,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                 reward=statistics.fmean(s.reward for s in scored) if scored else 0.0,
                 pass1=statistics.fmean(float(s.success) for s in scored) if scored else 0.0,
                 trials=len(pairs), infra_errors=len(pairs) - len(scored), groups=len(spread), updated=bool(train_on),
+                tasks=len(taken), draws=draws,
                 loss=stats.get("loss"), kl=stats.get("kl"), clip_frac=stats.get("clip_frac"),
                 logprob_gap=stats.get("logprob_gap"), grad_norm=stats.get("grad_norm"), tokens=tokens,
                 tokens_per_s=tokens / max(took, 1e-9), seconds=took, sample_s=t_sampled - t0,
