@@ -495,6 +495,7 @@ class Bench:
                             steps=a.grpo_steps, lr=a.grpo_lr, optimizer=a.grpo_optimizer, max_tokens=a.max_tokens,
                             max_len=a.max_len,
                             updates=a.grpo_updates, min_groups=a.grpo_min_groups, max_draws=a.grpo_max_draws,
+                            balance=a.grpo_balance,
                             advantage=a.grpo_advantage, kl_coef=a.grpo_kl,
                             reward=a.grpo_reward, temperature=a.temperature,
                             tool_prompt=TOOL_PROMPT, concurrency=a.batch if a.engine == "hf" else 1, seed=a.grpo_seed,
@@ -621,6 +622,8 @@ def main() -> None:
                    help="Dynamic sampling: a step draws --tasks-per-step more tasks until this many groups have "
                         "differing rewards (0: one draw).")
     p.add_argument("--grpo-max-draws", type=int, default=4, help="Draws a step makes at most for --grpo-min-groups.")
+    p.add_argument("--grpo-balance", action="store_true",
+                   help="Spread --grpo-min-groups evenly over the tasks' target tools, and train on as many of each.")
     p.add_argument("--grpo-advantage", default="grpo", choices=ADVANTAGES, help="Advantage estimator.")
     p.add_argument("--grpo-kl", type=float, default=0.0, help="KL coefficient to the RFT model (0: no reference).")
     p.add_argument("--grpo-reward", choices=REWARDS, default="partial",

@@ -29,7 +29,7 @@ from toolworld.tasks.generate import generate  # noqa: E402
 from toolworld.tasks.model import write_jsonl  # noqa: E402
 from toolworld.tokens import TokenBuffer  # noqa: E402
 from toolworld.train.data import Sample, collate  # noqa: E402
-from toolworld.train.grpo import GRPOConfig, GRPOError, pick_tasks, train_grpo  # noqa: E402
+from toolworld.train.grpo import GRPOConfig, GRPOError, pick_tasks, target_of, train_grpo  # noqa: E402
 from toolworld.train.logprobs import logprob_gap, token_logprobs  # noqa: E402
 from toolworld.train.rft import SAMPLES_FILE, SUMMARY_FILE, train_rft  # noqa: E402
 from toolworld.train.sft import SFTConfig, SFTError  # noqa: E402
@@ -431,6 +431,38 @@ def test_dynamic_sampling_draws_more_tasks_until_enough_groups_differ(tokenizer,
     assert any(not torch.equal(v, before[k]) for k, v in model.state_dict().items())
     log = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
     assert [(e["tasks"], e["draws"]) for e in log] == [(e.tasks, e.draws) for e in steps]
+
+
+def test_balanced_sampling_gathers_and_trains_as_many_groups_of_each_target(tokenizer, world, tasks, tmp_path):
+    """Ten tasks, t0..t4 towards tool "a" and t5..t9 towards "b"; every group differs. min_groups 4 over 2 targets
+    asks for 2 of each: a draw of 3 tasks that falls on one target is followed by draws from the other target
+    only, and a target's groups beyond 2 are sampled but not trained on."""
+    many = [tasks[0].model_copy(update={"id": f"t{i}", "provenance": tasks[0].provenance.model_copy(
+        update={"targets": ["a" if i < 5 else "b"]})}) for i in range(10)]  # fmt: skip
+    target = {t.id: target_of(t) for t in many}
+    steps: list[Any] = []
+    out = tmp_path / "bal"
+    train_grpo(tiny_model(tokenizer), tokenizer, world, many,
+               config(out, steps=3, tasks_per_step=3, min_groups=4, max_draws=4, balance=True), scorer=Recorder(),
+               on_step=steps.append)  # fmt: skip
+    trials = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+    lopsided = 0
+    for entry in steps:
+        played = [r["task_id"] for r in trials if r["step"] == entry.step][::2]
+        first, later = played[:3], played[3:]
+        assert first == [t.id for t in pick_tasks(many, 3, 0, entry.step - 1)]
+        counts = {k: sum(target[t] == k for t in first) for k in "ab"}
+        if min(counts.values()) < 2:  # one target short after the first draw: the next draws are all of it
+            lopsided += 1
+            short = min(counts, key=counts.get)
+            assert later and all(target[t] == short for t in later)
+        else:
+            assert not later and entry.draws == 1
+        assert entry.groups == 4 and entry.updated  # 2 of each, whatever more was drawn
+    assert lopsided  # the seeds above give at least one such step
+    with pytest.raises(GRPOError) as info:
+        GRPOConfig(balance=True)
+    assert info.value.kind == "invalid_option" and "min_groups" in str(info.value)
 
 
 def test_dynamic_sampling_stops_at_max_draws_when_every_group_ties(tokenizer, world, tasks, tmp_path):

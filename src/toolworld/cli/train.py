@@ -302,6 +302,12 @@ def grpo(
                                             "groups).")] = 0,
     max_draws: Annotated[int, typer.Option("--max-draws", min=1, help="Draws of --tasks-per-step tasks a step "
                                            "makes at most for --min-groups (it bounds a step's sampling).")] = 4,
+    balance: Annotated[bool, typer.Option("--balance-targets", help="Spread --min-groups evenly over the tasks' "
+                                          "target tools (their synthesis targets): later draws pick from targets "
+                                          "still short, and the update trains on as many groups of each. A small "
+                                          "model shares one answer template across tasks, so a step whose "
+                                          "differing groups are mostly of one kind teaches that kind's answer "
+                                          "everywhere.")] = False,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per assistant turn.")] = 512,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature; the update "
                                                "trains the policy at the same temperature (softmax(logits / T)), "
@@ -336,7 +342,7 @@ def grpo(
         config = GRPOConfig(out=out, group=group, tasks_per_step=tasks_per_step, steps=steps, lr=lr, clip=clip,
                             optimizer=optimizer,
                             kl_coef=kl, advantage=advantage, reward=reward, updates=updates, min_groups=min_groups,
-                            max_draws=max_draws, max_tokens=max_tokens,
+                            max_draws=max_draws, balance=balance, max_tokens=max_tokens,
                             temperature=temperature, max_len=max_len, concurrency=concurrency, seed=seed,
                             save_every=save_every, keep_checkpoints=keep_checkpoints, resume=resume,
                             gradient_checkpointing=gradient_checkpointing, packing=packing, bf16=bf16,

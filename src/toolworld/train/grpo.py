@@ -7,6 +7,8 @@ One step of :func:`train_grpo`::
     r_i    = score_trajectory(task, trial_i).reward            # reward="success": 1 if it succeeded, else 0
     while groups with a reward spread < min_groups            # dynamic sampling (min_groups 0: never)
           and draws < max_draws: N more tasks, G trials each   # pick_tasks(..., draw=d, taken=the step's so far)
+    (balance: each target tool needs ceil(min_groups / targets) groups; later draws pick from targets still short,
+     and the update keeps that many groups of each target, the first drawn)
     A_i    = advantage(r of the task's G trials)               # grpo | dr_grpo | mc_grpo | gigpo
              (gigpo adds, per turn's tokens, the step-level advantage over turns taken in the same situation:
               same world state, same user and tool messages so far)
@@ -22,6 +24,10 @@ of the update; a step where every group ties makes no update. With ``min_groups`
 until that many groups differ (DAPO's dynamic sampling, bounded by ``max_draws``): a policy that passes most tasks
 all-or-nothing (SmolLM2-135M at T 0.3 differs on ~2 of 6) would otherwise make each update from one or two groups,
 too few to say what generalises. Ties still cost their sampling; what the option buys is the size of each update.
+Its make-up matters as much: ``balance`` gathers the groups evenly over the tasks' target tools (``target_of``). A
+135M policy shares one answer template across tasks, so a step whose differing groups were four tracking requests
+and two status ones taught it to state a carrier and tracking number after reading an order's status
+(docs/benchmarks.md): the failed trials of one kind push down what the other kind must say.
 Trials that ended on an infra error are not scored and take no part in their group.
 
 The model stays in eval mode throughout: dropout would make ``pi`` and ``pi_old`` different functions of the
@@ -91,7 +97,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ADVANTAGES", "OPTIMIZERS", "REWARDS", "GRPOConfig", "GRPOError", "GRPOResult", "GRPOStep", "Scorer",
            "advantaged", "estimator", "make_optimizer", "pick_tasks", "rollouts", "samples_from_trajectories",
-           "success_only", "train_grpo", "trial_record", "update"]  # fmt: skip
+           "success_only", "target_of", "train_grpo", "trial_record", "update"]  # fmt: skip
 
 ADVANTAGES = ("grpo", "mc_grpo", "dr_grpo", "gigpo")
 #: What a trial is rewarded with: the scorer's weighted components (``partial``) or 1 for success, else 0.
@@ -103,10 +109,10 @@ TRIALS_FILE = "trials.jsonl"
 Scorer = Callable[["Task", "Trajectory"], "Score"]
 # Options a resumed run must share with its checkpoint: changing them mid-run would make it another experiment.
 _RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "reward", "lr", "clip", "tis_cap", "kl_coef", "updates",
-                "max_tokens", "temperature", "max_len", "optimizer", "min_groups", "max_draws")  # fmt: skip
+                "max_tokens", "temperature", "max_len", "optimizer", "min_groups", "max_draws", "balance")  # fmt: skip
 #: What a checkpoint written before a key was recorded was trained with: the value then, not today's default (an
 #: AdamW checkpoint resumed as SGD would load Adam's moments into SGD and fail a whole sampling step later).
-_LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw", "min_groups": 0, "max_draws": 4}
+_LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw", "min_groups": 0, "max_draws": 4, "balance": False}
 
 
 def _adamw(params: list[Any], config: GRPOConfig) -> Any:
@@ -150,7 +156,8 @@ class GRPOConfig:
     Each step samples ``group`` trials of each of ``tasks_per_step`` tasks (all tasks when there are fewer) and
     makes ``updates`` optimizer steps on them (1: strictly on-policy). ``min_groups`` > 0: while fewer groups than
     that have differing rewards, the step draws ``tasks_per_step`` other tasks, ``max_draws`` draws at most (the
-    first included). ``kl_coef`` 0 keeps no reference model.
+    first included); with ``balance``, ``min_groups`` is spread evenly over the tasks' target tools. ``kl_coef`` 0
+    keeps no reference model.
     ``max_tokens`` bounds one assistant turn; ``max_len`` one trial's tokens in training (a longer one is cut, its
     later turns unlearned); ``batch_tokens`` (default ``max_len``) one packed micro-batch. ``save_every`` 0 saves
     a checkpoint only at the end and on Ctrl-C.
@@ -172,6 +179,8 @@ class GRPOConfig:
     min_groups: int = 0
     #: Draws of ``tasks_per_step`` tasks a step makes at most while it gathers ``min_groups``.
     max_draws: int = 4
+    #: Gather ``min_groups`` evenly over the tasks' target tools (``target_of``), and train on that many of each.
+    balance: bool = False
     max_tokens: int = 512
     temperature: float = 1.0
     max_len: int = 8192
@@ -219,6 +228,8 @@ class GRPOConfig:
                   ("updates", self.updates >= 1, ">= 1"), ("max_tokens", self.max_tokens >= 1, ">= 1"),
                   ("min_groups", self.min_groups >= 0, ">= 0 (0: no dynamic sampling)"),
                   ("max_draws", self.max_draws >= 1, ">= 1"),
+                  ("balance", not self.balance or self.min_groups >= 1, "False unless min_groups >= 1 (it spreads "
+                                                                         "min_groups over the targets)"),
                   ("temperature", self.temperature > 0, "> 0 (GRPO needs sampled, varied trials)"),
                   ("max_len", self.max_len >= 2, ">= 2"), ("max_grad_norm", self.max_grad_norm > 0, "> 0"),
                   ("concurrency", self.concurrency >= 1, ">= 1"), ("save_every", self.save_every >= 0, ">= 0"),
@@ -252,7 +263,7 @@ class GRPOStep:
     pass1: float
     trials: int
     infra_errors: int
-    groups: int  # groups with a reward spread, i.e. that were trained on
+    groups: int  # groups with a reward spread that were trained on (balance leaves a target's extra ones out)
     updated: bool
     tasks: int  # tasks played this step (more than tasks_per_step when dynamic sampling drew again)
     draws: int
@@ -321,6 +332,23 @@ def pick_tasks(tasks: Sequence[Task], n: int, seed: int, step: int, *, draw: int
         return list(tasks)
     rng = random.Random(derive_seed("grpo-tasks", seed, step, *([draw] if draw else [])))
     return [tasks[i] for i in sorted(rng.sample(range(len(tasks)), n))]
+
+
+def target_of(task: Task) -> str:
+    """What a task asks for, as ``balance`` counts it: the tool calls its synthesis walked to
+    (``provenance.targets``), e.g. ``track_order`` for a tracking request, ``get_order_details`` for a status one."""
+    return ",".join(task.provenance.targets)
+
+
+def _even(groups: Sequence[str], target: dict[str, str], quota: int) -> list[str]:
+    """The first ``quota`` of ``groups`` (task ids in draw order) of each target: what a balanced update keeps."""
+    kept: list[str] = []
+    count: dict[str, int] = defaultdict(int)
+    for g in groups:
+        if count[target[g]] < quota:
+            kept.append(g)
+            count[target[g]] += 1
+    return kept
 
 
 class _Salted:
@@ -625,6 +653,9 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     if config.reward == "success":
         scorer = success_only(scorer or (lambda task, traj: score_trajectory(task, traj, world=world)))
     result = GRPOResult(config.out, start, config.steps, resumed_from=start)
+    target = {t.id: target_of(t) for t in tasks}
+    targets = sorted(set(target.values()))
+    quota = math.ceil(config.min_groups / len(targets)) if config.balance else 0
     writer = _tensorboard(config)
     log = (config.out / LOG_FILE).open("a", encoding="utf-8")
     trials_log = (config.out / TRIALS_FILE).open("a", encoding="utf-8") if config.save_trials else None
@@ -637,9 +668,12 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
             same_temperature(step_policy, config.temperature)
             pairs: list[tuple[Trajectory, Score]] = []
             taken: list[str] = []
+            differ: list[str] = []  # groups with a reward spread, in draw order
             draws = 0
             for draw in range(config.max_draws if config.min_groups else 1):
-                chosen = pick_tasks(tasks, config.tasks_per_step, config.seed, step, draw=draw, taken=taken)
+                short = {t for t in targets if sum(target[g] == t for g in differ) < quota}
+                pool = [t for t in tasks if target[t.id] in short] if quota and draw else tasks
+                chosen = pick_tasks(pool, config.tasks_per_step, config.seed, step, draw=draw, taken=taken)
                 if not chosen:  # every task of the set is in this step already
                     break
                 draws = draw + 1
@@ -652,10 +686,17 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                     trials_log.writelines(json.dumps(trial_record(step + 1, traj, score)) + "\n"
                                           for traj, score in drawn)  # fmt: skip
                     trials_log.flush()
-                if len(_spread_groups(samples_from_trajectories(pairs))) >= config.min_groups:
+                spread = _spread_groups(samples_from_trajectories(pairs))
+                differ = [g for g in taken if g in spread]
+                if quota and all(sum(target[g] == t for g in differ) >= quota for t in targets):
+                    break
+                if not quota and len(differ) >= config.min_groups:
                     break
             t_sampled = time.perf_counter()
             samples, train_on, spread = advantaged(pairs, config)
+            if quota:
+                spread = set(_even([g for g in taken if g in spread], target, quota))
+                train_on = [s for s in train_on if s.group in spread]
             scored = [score for traj, score in pairs if not (traj.failed_by_infra or score.infra_error)]
             stats: dict[str, float] = {}
             if train_on:
