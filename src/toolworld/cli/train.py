@@ -304,10 +304,8 @@ def grpo(
                                            "makes at most for --min-groups (it bounds a step's sampling).")] = 4,
     balance: Annotated[bool, typer.Option("--balance-targets", help="Spread --min-groups evenly over the tasks' "
                                           "target tools (their synthesis targets): later draws pick from targets "
-                                          "still short, and the update trains on as many groups of each. A small "
-                                          "model shares one answer template across tasks, so a step whose "
-                                          "differing groups are mostly of one kind teaches that kind's answer "
-                                          "everywhere.")] = False,
+                                          "still short, and the update trains on as many groups of each, so no "
+                                          "kind of request makes up an update by the luck of the draw.")] = False,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per assistant turn.")] = 512,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature; the update "
                                                "trains the policy at the same temperature (softmax(logits / T)), "

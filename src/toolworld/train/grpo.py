@@ -22,12 +22,12 @@ re-encoding the text could give other ids, and a gradient on ids the sampler nev
 A group whose trials all got the same reward has zero advantage everywhere and teaches nothing, so it is left out
 of the update; a step where every group ties makes no update. With ``min_groups`` the step also draws more tasks
 until that many groups differ (DAPO's dynamic sampling, bounded by ``max_draws``): a policy that passes most tasks
-all-or-nothing (SmolLM2-135M at T 0.3 differs on ~2 of 6) would otherwise make each update from one or two groups,
-too few to say what generalises. Ties still cost their sampling; what the option buys is the size of each update.
-Its make-up matters as much: ``balance`` gathers the groups evenly over the tasks' target tools (``target_of``). A
-135M policy shares one answer template across tasks, so a step whose differing groups were four tracking requests
-and two status ones taught it to state a carrier and tracking number after reading an order's status
-(docs/benchmarks.md): the failed trials of one kind push down what the other kind must say.
+all-or-nothing (SmolLM2-135M at T 0.3 differs on ~2 of 6) would otherwise update on one or two groups at a time.
+Ties still cost their sampling; what the option buys is the size of each update.
+``balance`` gathers them evenly over the tasks' target tools (``target_of``), so that one kind of request cannot
+make up a step's update by the luck of the draw. Neither makes a single update safe for a small policy: on
+SmolLM2-135M, six groups (balanced or not) moved the next step's tasks further from what they asked than three
+did (docs/benchmarks.md, "Dynamic sampling").
 Trials that ended on an infra error are not scored and take no part in their group.
 
 The model stays in eval mode throughout: dropout would make ``pi`` and ``pi_old`` different functions of the
