@@ -58,7 +58,7 @@ import random
 import shutil
 import statistics
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -671,8 +671,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
             differ: list[str] = []  # groups with a reward spread, in draw order
             draws = 0
             for draw in range(config.max_draws if config.min_groups else 1):
-                short = {t for t in targets if sum(target[g] == t for g in differ) < quota}
-                pool = [t for t in tasks if target[t.id] in short] if quota and draw else tasks
+                have = Counter(target[g] for g in differ)
+                pool = [t for t in tasks if have[target[t.id]] < quota] if quota and draw else tasks
                 chosen = pick_tasks(pool, config.tasks_per_step, config.seed, step, draw=draw, taken=taken)
                 if not chosen:  # every task of the set is in this step already
                     break
@@ -688,9 +688,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                     trials_log.flush()
                 spread = _spread_groups(samples_from_trajectories(pairs))
                 differ = [g for g in taken if g in spread]
-                if quota and all(sum(target[g] == t for g in differ) >= quota for t in targets):
-                    break
-                if not quota and len(differ) >= config.min_groups:
+                have = Counter(target[g] for g in differ)
+                if all(have[t] >= quota for t in targets) if quota else len(differ) >= config.min_groups:
                     break
             t_sampled = time.perf_counter()
             samples, train_on, spread = advantaged(pairs, config)
