@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import re
 import sys
 import time
@@ -50,6 +49,7 @@ from typing import Any
 from toolworld import get_world
 from toolworld.core.dates import MONTHS
 from toolworld.pipeline import run
+from toolworld.scoring.metrics import paired_gain, task_interval, wilson
 from toolworld.tasks.generate import generate
 from toolworld.tasks.model import DEMANDS, Task, TaskSet
 from toolworld.train.grpo import ADVANTAGES, REWARDS
@@ -62,27 +62,6 @@ TOOL_PROMPT = "compact"
 GOAL = {"sft_gain": 0.30, "grpo_gain": 0.05}
 
 
-def wilson(successes: float, n: float, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a success rate (sound at 0 and n, unlike the normal approximation); ``n`` may
-    be an effective number of draws (:func:`task_interval`)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def sign_test(fixed: int, broke: int) -> float:
-    """Two-sided exact sign test (McNemar's exact test) of paired pass/fail outcomes: the probability, if the two
-    stages were equally good, of a split of the ``fixed + broke`` changed tasks at least this uneven. Two stages
-    evaluated on the same tasks differ on few of them, so this says more than comparing two overlapping
-    intervals."""
-    n = fixed + broke
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(fixed, broke) + 1)) / 2**n
-    return min(1.0, 2 * tail)
 
 
 def pass_rates(run_dir: Path) -> dict[str, float]:
@@ -144,37 +123,6 @@ def pick_outcomes(run_dir: Path, tasks: list[Task]) -> dict[str, dict[str, int]]
     return counts
 
 
-def task_interval(rates: list[float], trials: int, z: float = 1.96) -> tuple[float, float]:
-    """95% interval of a mean over tasks of per-task pass rates, ``trials`` sampled trials each. A task's trials are
-    not independent draws (a task the policy cannot do fails all of them), so Wilson's interval over all ``n *
-    trials`` is too narrow; this one is Wilson's at the effective number of draws, ``p(1-p) / Var(mean of task
-    rates)`` (between ``n`` when every task is all-or-nothing and ``n * trials`` when trials vary as coin flips),
-    and stays sound when every trial passed or none did."""
-    n = len(rates)
-    if n == 0:
-        return 0.0, 1.0
-    p = sum(rates) / n
-    var = sum((r - p) ** 2 for r in rates) / (n - 1) if n > 1 else 0.0
-    draws = p * (1 - p) / (var / n) if var > 0 and 0 < p < 1 else n * trials
-    draws = min(max(draws, n), n * trials)
-    return wilson(p * draws, draws, z)
-
-
-def paired_gain(before: dict[str, float], after: dict[str, float], z: float = 1.96) -> dict[str, Any]:
-    """What stage ``after`` gained over ``before`` on the held-out tasks both evaluated: the mean of the per-task
-    differences of pass rate, with the 95% normal interval of that mean, and how many tasks it fixed (rate up) and
-    broke (rate down) with the sign test of that split. Two stages are judged on the same tasks, so the interval of
-    the difference is narrower than two overlapping per-stage intervals suggest, and it shows whether a gain is
-    larger than the churn between any two checkpoints (tasks one passes and the other fails, both ways)."""
-    both = sorted(before.keys() & after.keys())
-    diffs = [after[t] - before[t] for t in both]
-    n = len(diffs)
-    fixed = sum(1 for d in diffs if d > 0)
-    broke = sum(1 for d in diffs if d < 0)
-    gain = sum(diffs) / n if n else 0.0
-    half = z * math.sqrt(sum((d - gain) ** 2 for d in diffs) / (n - 1) / n) if n > 1 else 1.0
-    return {"gain": round(gain, 4), "ci": [round(gain - half, 4), round(gain + half, 4)], "tasks": n,
-            "fixed": fixed, "broke": broke, "p": round(sign_test(fixed, broke), 4)}  # fmt: skip
 
 
 def eval_folder(name: str, trials: int, temperature: float) -> str:
@@ -500,17 +448,32 @@ class Bench:
                             reward=a.grpo_reward, temperature=a.temperature,
                             tool_prompt=TOOL_PROMPT, concurrency=a.batch if a.engine == "hf" else 1, seed=a.grpo_seed,
                             tensorboard=False, packing=False, bf16=a.bf16, save_every=2,
+                            # the held-out tasks after every K-th step; the start and the end are stages of their own
+                            eval_every=a.grpo_eval_every, eval_first=False, eval_last=False,
+                            eval_trials=a.eval_trials, eval_temperature=a.eval_temperature,
                             resume=(self.out / "grpo" / "train.jsonl").exists())  # fmt: skip
         result = train_grpo(self.model, self.tokenizer, self.world, tasks, config,
                             sampler=exported if a.engine == "llamacpp" else self.hf_sampler("grpo"),
-                            limits=self.limits(sampling=True))  # fmt: skip
+                            limits=self.limits(sampling=True),
+                            eval_tasks=self.heldout if a.grpo_eval_every else None)  # fmt: skip
         for policy in live:
             policy.engine.close()
         took = time.perf_counter() - started
         rewards = result.rewards
         return self.evaluate("grpo", self.weights("grpo"), took, {"steps": result.steps, "tasks": len(tasks),
                                                                  "reward_first": rewards[0] if rewards else None,
-                                                                 "reward_last": rewards[-1] if rewards else None})  # fmt: skip
+                                                                 "reward_last": rewards[-1] if rewards else None,
+                                                                 "evals": self.step_rows(result.evals)})  # fmt: skip
+
+    def step_rows(self, evals: list[Any]) -> list[dict[str, Any]]:
+        """GRPO's evaluations between its first and last step (``--grpo-eval-every``) as points of the curve, each
+        with its paired gain over the stage GRPO started from (its evaluation played the same tasks)."""
+        before = next((self.out / f"{s}.json" for s in ("rft", "sft") if (self.out / f"{s}.json").is_file()), None)
+        row = json.loads(before.read_text()) if before is not None else {}
+        start = pass_rates(self.out / row["run"]) if (self.out / row.get("run", "-")).is_dir() else None
+        return [{"name": f"grpo step {ev.step}", "step": ev.step, "pass1": ev.pass1, "lo": ev.lo, "hi": ev.hi,
+                 "n": ev.tasks, "trials": ev.trials, "temperature": ev.temperature, "eval_wall_s": round(ev.seconds, 1),
+                 "gain": paired_gain(start, ev.per_task) if start is not None else None} for ev in evals]  # fmt: skip
 
     def reevaluate(self, name: str) -> bool:
         """A stage trained before whose evaluation is not the one asked for (``--eval-trials``,
@@ -532,11 +495,16 @@ class Bench:
 
     def curve(self) -> dict[str, Any]:
         rows = [json.loads((self.out / f"{s}.json").read_text()) for s in STAGES if (self.out / f"{s}.json").is_file()]
+        points: list[dict[str, Any]] = []
+        for row in rows:
+            if row["name"] == "grpo":  # its evaluations between the first and last step (--grpo-eval-every) first
+                points += row.get("evals") or []
+            points.append(row)
         mix = f" ({self.args.mix} tasks)" if self.args.mix else ""
         k, temperature = self.args.eval_trials, self.args.eval_temperature
         metric = "held-out pass^1" + (f" ({k} trials per task at T {temperature:g})" if k > 1 or temperature else "")
         return {"title": f"SmolLM2-135M-Instruct on retail{mix}", "metric": metric, "heldout_tasks": len(self.heldout),
-                "train_tasks": len(self.train), "stages": rows, "goal": GOAL}  # fmt: skip
+                "train_tasks": len(self.train), "stages": points, "goal": GOAL}  # fmt: skip
 
     def publish(self) -> dict[str, Any]:
         """Write the curve into every evaluation run and re-render their reports, so each shows it."""
@@ -625,6 +593,9 @@ def main() -> None:
     p.add_argument("--grpo-balance", action="store_true",
                    help="Spread --grpo-min-groups evenly over the tasks' target tools, and train on as many of each.")
     p.add_argument("--grpo-advantage", default="grpo", choices=ADVANTAGES, help="Advantage estimator.")
+    p.add_argument("--grpo-eval-every", type=int, default=0,
+                   help="Evaluate GRPO's policy on the held-out tasks after every K-th step, as the stages are "
+                        "(--eval-trials at --eval-temperature): the curve shows each (0: only the stage's end).")
     p.add_argument("--grpo-kl", type=float, default=0.0, help="KL coefficient to the RFT model (0: no reference).")
     p.add_argument("--grpo-reward", choices=REWARDS, default="partial",
                    help="Reward of a GRPO trial: the score's weighted components, or 1 for success else 0.")
@@ -655,6 +626,8 @@ def main() -> None:
     if args.eval_trials > 1 and args.eval_temperature == 0:
         p.error(f"--eval-trials {args.eval_trials} at temperature 0 plays each task the same way every time: "
                 "give --eval-temperature (e.g. 0.3, the GRPO sampler's)")
+    if args.grpo_eval_every < 0:
+        p.error(f"--grpo-eval-every must be >= 0 (0: no evaluation inside GRPO), got {args.grpo_eval_every}")
     if args.batch is not None and args.batch < 1:
         p.error(f"--batch must be >= 1, got {args.batch}")
     args.eval_engine = args.eval_engine or args.engine
@@ -680,6 +653,8 @@ def main() -> None:
     out: dict[str, Any] = {"benchmark": "learning", "train_tasks": len(bench.train), "heldout_tasks": len(bench.heldout),
                            "wall_s": round(time.perf_counter() - started, 1)}  # fmt: skip
     for name, row in by.items():
+        if "step" in row:  # a point inside GRPO (--grpo-eval-every): listed below
+            continue
         out[f"{name}_pass1"] = round(row["pass1"], 4)
         out[f"{name}_ci"] = [round(row["lo"], 4), round(row["hi"], 4)]
         out[f"{name}_train_s"] = row["train_wall_s"]
@@ -699,6 +674,8 @@ def main() -> None:
         pairs.append(("sft", "grpo"))
     for before, after in pairs:
         out[f"{after}_vs_{before}"] = paired_gain(rates[before], rates[after])
+    if "grpo" in by and by["grpo"].get("evals"):
+        out["grpo_steps"] = [{k: row[k] for k in ("step", "pass1", "lo", "hi", "gain")} for row in by["grpo"]["evals"]]
     print(json.dumps(out))
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -31,39 +30,7 @@ def bench() -> ModuleType:
     return module
 
 
-def test_the_paired_gain_is_the_mean_per_task_difference_with_its_interval(bench):
-    before = {"a": 1.0, "b": 0.0, "c": 1.0, "d": 0.0, "only-before": 1.0}
-    after = {"a": 1.0, "b": 1.0, "c": 0.0, "d": 1.0, "only-after": 0.0}
-    got = bench.paired_gain(before, after)
-    # differences on the four shared tasks: 0, +1, -1, +1 -> mean 0.25; variance (0.0625+0.5625+1.5625+0.5625)/3
-    half = 1.96 * math.sqrt(2.75 / 3 / 4)
-    assert got["gain"] == 0.25 and got["tasks"] == 4
-    assert got["ci"] == [round(0.25 - half, 4), round(0.25 + half, 4)] and got["ci"][0] < 0 < got["ci"][1]
-    # fixed 2, broke 1: a split at least this uneven has probability (1 + 3 + 3 + 1)/8 both ways -> capped at 1
-    assert (got["fixed"], got["broke"], got["p"]) == (2, 1, 1.0)
 
-
-def test_a_large_consistent_gain_has_an_interval_above_zero_and_a_small_p(bench):
-    before = {f"t{i}": 0.0 for i in range(20)}
-    after = {f"t{i}": 1.0 if i < 12 else 0.0 for i in range(20)}
-    got = bench.paired_gain(before, after)
-    assert got["gain"] == 0.6 and got["ci"][0] > 0.35 and (got["fixed"], got["broke"]) == (12, 0)
-    assert got["p"] == round(2 / 2**12, 4)
-    # rates from several trials per task: a task that went from 1 of 4 to 3 of 4 counts +0.5, and as fixed
-    rated = bench.paired_gain({"x": 0.25, "y": 0.5}, {"x": 0.75, "y": 0.5})
-    assert rated["gain"] == 0.25 and (rated["fixed"], rated["broke"]) == (1, 0)
-
-
-def test_the_interval_of_a_sampled_pass1_counts_a_tasks_trials_as_fewer_draws(bench):
-    # four trials on each of 50 tasks, all-or-nothing per task: as uncertain as 50 draws, not 200
-    lo, hi = bench.task_interval([1.0] * 25 + [0.0] * 25, 4)
-    assert (lo, hi) == bench.wilson(25, 50)  # p(1-p)/(Var/n) = 0.25 / (0.25*50/49/50) = 49, never fewer than n
-    assert hi - lo > 1.9 * (bench.wilson(100, 200)[1] - bench.wilson(100, 200)[0]) / 2
-    # trials that vary within a task as coin flips: as many draws as trials, never more
-    assert bench.task_interval([0.5, 0.25, 0.75, 0.5], 4) == bench.wilson(8, 16)
-    # nothing passed: still an interval above zero, as wide as that many trials allow
-    assert bench.task_interval([0.0] * 4, 2) == bench.wilson(0, 8) and bench.wilson(0, 8)[1] > 0.3
-    assert bench.task_interval([1.0] * 4, 2)[0] < 1.0 and bench.task_interval([], 3) == (0.0, 1.0)
 
 
 def test_a_sampled_evaluation_has_its_own_folder(bench):
@@ -195,3 +162,28 @@ def test_the_curve_is_published_past_a_stage_copied_in_without_its_evaluation_ru
     assert json.loads((tmp_path / "eval-sft-k2-t0.3" / "learning.json").read_text()) == curve
     assert json.loads((tmp_path / "learning.json").read_text()) == curve and not (tmp_path / "eval-base").exists()
     assert "[base] no evaluation run" in capsys.readouterr().out
+
+
+def test_grpo_evaluations_inside_the_stage_are_points_of_the_curve_with_their_gain(bench, tmp_path, monkeypatch):
+    """``--grpo-eval-every``: GRPO's evaluations between its first and last step sit in the curve just before the
+    GRPO stage, each with its paired gain over the stage GRPO started from, and the report can read the curve."""
+    from toolworld.report.render import validate_learning
+    from toolworld.train.grpo import GRPOEval
+
+    b = object.__new__(bench.Bench)
+    b.args = SimpleNamespace(mix=None, eval_trials=1, eval_temperature=0.0)
+    b.out, b.train, b.heldout = tmp_path, [], []
+    (tmp_path / "sft.json").write_text(json.dumps({"name": "sft", "pass1": 0.5, "lo": 0.1, "hi": 0.9, "run": "eval-sft"}))
+    (tmp_path / "eval-sft").mkdir()
+    monkeypatch.setattr(bench, "pass_rates", lambda folder: {"a": 1.0, "b": 0.0} if folder.name == "eval-sft" else {})
+    ev = GRPOEval(step=2, pass1=1.0, lo=0.34, hi=1.0, reward=1.0, tasks=2, trials=1, temperature=0.0, infra_errors=0,
+                  seconds=3.0, per_task={"a": 1.0, "b": 1.0}, gain=None)  # fmt: skip
+    rows = b.step_rows([ev])
+    assert [(r["name"], r["step"], r["pass1"], r["n"]) for r in rows] == [("grpo step 2", 2, 1.0, 2)]
+    assert rows[0]["gain"]["gain"] == 0.5 and (rows[0]["gain"]["fixed"], rows[0]["gain"]["broke"]) == (1, 0)
+    grpo = {"name": "grpo", "pass1": 0.5, "lo": 0.1, "hi": 0.9, "run": "eval-grpo", "evals": rows}
+    (tmp_path / "grpo.json").write_text(json.dumps(grpo))
+    curve = b.curve()
+    assert [s["name"] for s in curve["stages"]] == ["sft", "grpo step 2", "grpo"]
+    assert [s["name"] for s in validate_learning(curve)["stages"]] == ["sft", "grpo step 2", "grpo"]
+

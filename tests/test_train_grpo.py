@@ -29,7 +29,14 @@ from toolworld.tasks.generate import generate  # noqa: E402
 from toolworld.tasks.model import write_jsonl  # noqa: E402
 from toolworld.tokens import TokenBuffer  # noqa: E402
 from toolworld.train.data import Sample, collate  # noqa: E402
-from toolworld.train.grpo import GRPOConfig, GRPOError, pick_tasks, target_of, train_grpo  # noqa: E402
+from toolworld.train.grpo import (  # noqa: E402
+    GRPOConfig,
+    GRPOError,
+    at_temperature,
+    pick_tasks,
+    target_of,
+    train_grpo,
+)
 from toolworld.train.logprobs import logprob_gap, token_logprobs  # noqa: E402
 from toolworld.train.rft import SAMPLES_FILE, SUMMARY_FILE, train_rft  # noqa: E402
 from toolworld.train.sft import SFTConfig, SFTError  # noqa: E402
@@ -56,6 +63,12 @@ def world() -> Any:
 @pytest.fixture(scope="module")
 def tasks() -> list[Any]:
     return generate("retail", 2, seed=0, sampler="target").tasks
+
+
+@pytest.fixture(scope="module")
+def held() -> list[Any]:
+    """Evaluation tasks: another seed, so none is a training task."""
+    return generate("retail", 1, seed=1, sampler="target").tasks
 
 
 class Recorder:
@@ -479,6 +492,121 @@ def test_dynamic_sampling_stops_at_max_draws_when_every_group_ties(tokenizer, wo
     assert (steps[1].draws, steps[1].tasks) == (1, 2)
 
 
+# ---------------------------------------------------------------------------------------------- evaluation
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_evaluations_come_before_the_first_step_every_n_steps_and_after_the_last_on_the_same_seeds(
+        tokenizer, world, tasks, held, tmp_path):  # fmt: skip
+    """Tied training rewards make no update, so the weights never change and every evaluation must replay the
+    very same trials (the seeds do not depend on the step); the evaluation reports the scorer's own reward
+    (0.25, partial credit) where training turns it into success (0)."""
+    out = tmp_path / "ev"
+    scorer = Recorder(lambda t: 0.25)
+    seen: list[Any] = []
+    cfg = config(out, steps=3, eval_every=2, eval_trials=2, eval_temperature=0.8, reward="success")
+    result = train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], cfg, scorer=scorer, eval_tasks=held,
+                        on_eval=seen.append)  # fmt: skip
+    assert [e.step for e in seen] == [e.step for e in result.evals] == [0, 2, 3]
+    logged = lines(out / "eval.jsonl")
+    assert [e["step"] for e in logged] == [0, 2, 3] and logged[0]["gain"] is None
+    for e in logged:
+        assert (e["pass1"], e["reward"], e["tasks"], e["trials"], e["temperature"]) == (0.0, 0.25, 1, 2, 0.8)
+        assert e["per_task"] == {held[0].id: 0.0} and 0.0 == e["lo"] < e["hi"] < 1.0
+    assert logged[1]["gain"]["gain"] == 0.0 and logged[1]["gain"]["tasks"] == 1
+    trials = lines(out / "eval-trials.jsonl")
+    assert [(t["step"], t["task_id"], t["trial"]) for t in trials] == [
+        (step, held[0].id, k) for step in (0, 2, 3) for k in (0, 1)]
+    by_step = {step: [t["trajectory"]["messages"] for t in trials if t["step"] == step] for step in (0, 2, 3)}
+    assert by_step[0] == by_step[2] == by_step[3] and by_step[0][0] != by_step[0][1]  # same seeds, two draws
+    # training never played an evaluation task, and evaluation trials are not training trials
+    assert {t["task_id"] for t in lines(out / "trials.jsonl")} == {tasks[0].id}
+
+
+def test_a_pipeline_that_evaluates_the_start_and_the_end_itself_can_skip_them(tokenizer, world, tasks, held, tmp_path):
+    cfg = config(tmp_path / "fl", steps=3, eval_every=1, eval_first=False, eval_last=False)
+    result = train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], cfg, scorer=Recorder(lambda t: 0.0),
+                        eval_tasks=held)  # fmt: skip
+    assert [e.step for e in result.evals] == [1, 2] and result.evals[0].gain is None
+    assert result.evals[1].gain is not None and result.evals[1].gain["gain"] == 0.0
+
+
+def test_an_evaluation_plays_the_weights_just_updated_at_its_own_temperature(tokenizer, world, tasks, held, tmp_path):
+    """With a separate sampler (a twin synced from the trained weights), the evaluation after step 1 samples from
+    the weights step 1 left: its stored logprobs are the trained model's at the evaluation's temperature. The
+    policy synced for an evaluation then samples the next step, so nothing is synced twice."""
+    model = tiny_model(tokenizer)
+    cfg = config(tmp_path / "tw", steps=2, temperature=0.7, eval_every=1, eval_trials=2, eval_temperature=1.3)
+    calls: list[int] = []
+
+    def synced(m: Any, step: int) -> Any:
+        calls.append(step)
+        twin = copy.deepcopy(m).eval()
+        return TokenPolicy(HFEngine(model=twin, tokenizer=tokenizer, device="cpu"), tokenizer, name="twin",
+                           max_tokens=12, temperature=0.7, tool_prompt=cfg.tool_prompt)  # fmt: skip
+
+    scorer = Recorder()
+    after: list[Any] = []
+    result = train_grpo(model, tokenizer, world, tasks[:1], cfg, sampler=synced, scorer=scorer, eval_tasks=held,
+                        on_step=lambda e: after.append(copy.deepcopy(model)))  # fmt: skip
+    assert calls == [0, 1, 2] and [e.step for e in result.evals] == [0, 1, 2]
+    evaluated = [t for t in scorer.seen if t.task_id == held[0].id]
+    assert len(evaluated) == 6
+    for traj, weights_then in ((evaluated[2], after[0]), (evaluated[4], after[1])):
+        buf = TokenBuffer.from_dict(traj.token_buffer)
+        sample = Sample(input_ids=buf.ids, loss_mask=buf.mask, logprobs=[lp or 0.0 for lp in buf.logprobs])
+        assert logprob_gap(weights_then, [sample], 0, temperature=1.3)["mean"] < 1e-4
+        assert logprob_gap(weights_then, [sample], 0, temperature=0.7)["mean"] > 1e-2
+    # the step-0 evaluation was not made by the updated weights
+    buf = TokenBuffer.from_dict(evaluated[0].token_buffer)
+    first = Sample(input_ids=buf.ids, loss_mask=buf.mask, logprobs=[lp or 0.0 for lp in buf.logprobs])
+    assert logprob_gap(after[1], [first], 0, temperature=1.3)["mean"] > 1e-4
+
+
+def test_a_resumed_run_keeps_its_evaluations_and_makes_each_once(tokenizer, world, tasks, held, tmp_path):
+    out = tmp_path / "r"
+    cfg = {"steps": 2, "save_every": 1, "eval_every": 1}
+    first = train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(out, **cfg), scorer=Recorder(),
+                       eval_tasks=held)  # fmt: skip
+    shutil.rmtree(out / "checkpoint-2")
+    shutil.rmtree(out / "final")
+    result = train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(out, resume=True, **cfg),
+                        scorer=Recorder(), eval_tasks=held)  # fmt: skip
+    assert result.resumed_from == 1 and [e.step for e in result.evals] == [0, 1, 2]
+    assert [e["step"] for e in lines(out / "eval.jsonl")] == [0, 1, 2]
+    assert [t["step"] for t in lines(out / "eval-trials.jsonl")] == [0, 1, 2]
+    assert result.evals[2].per_task == first.evals[2].per_task and result.evals[2].gain is not None
+
+
+def test_evaluation_options_are_refused_before_anything_is_played(tokenizer, world, tasks, held, tmp_path):
+    for bad in ({"eval_trials": 2}, {"eval_every": -1}, {"eval_temperature": -0.5}):
+        with pytest.raises(GRPOError) as info:
+            GRPOConfig(**bad)
+        assert info.value.kind == "invalid_option" and next(iter(bad)) in str(info.value)
+    scorer = Recorder()
+    cases = [({"eval_every": 1}, None, "invalid_option"), ({}, held, "invalid_option"),
+             ({"eval_every": 1}, [*held, tasks[0]], "eval_overlap")]  # fmt: skip
+    for i, (kw, eval_tasks, kind) in enumerate(cases):
+        with pytest.raises(GRPOError) as info:
+            train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(tmp_path / str(i), **kw),
+                       scorer=scorer, eval_tasks=eval_tasks)  # fmt: skip
+        assert info.value.kind == kind
+    assert not scorer.seen
+
+
+def test_a_policy_at_another_temperature_shares_its_engine_and_leaves_the_original_alone(tokenizer):
+    engine = HFEngine(model=tiny_model(tokenizer), tokenizer=tokenizer, device="cpu")
+    policy = TokenPolicy(engine, tokenizer, name="p", max_tokens=4, temperature=0.7)
+    greedy = at_temperature(policy, 0.0)
+    assert (greedy.temperature, policy.temperature) == (0.0, 0.7) and greedy.engine is policy.engine
+    with pytest.raises(GRPOError) as info:
+        at_temperature(object(), 0.0)
+    assert info.value.kind == "invalid_option"
+
+
 def test_config_errors_are_structured():
     for bad in ({"group": 1}, {"advantage": "ppo"}, {"reward": "pass"}, {"temperature": 0.0}, {"optimizer": "lion"},
                 {"max_len": 100, "batch_tokens": 50}, {"min_groups": -1}, {"max_draws": 0}):
@@ -545,6 +673,16 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
     assert dyn.exit_code == 0, dyn.output
     step = json.loads((tmp_path / "o5" / "train.jsonl").read_text().splitlines()[0])
     assert (step["draws"], step["tasks"], step["trials"], step["groups"]) == (2, 2, 4, 0)
+    # held-out evaluation from the command line: before the step and after it, in the JSON summary and eval.jsonl
+    write_jsonl(tmp_path / "held.jsonl", generate("retail", 1, seed=1, sampler="target").tasks)
+    ev = runner.invoke(app, [*args[:6], str(tmp_path / "o6"), *args[7:], "--eval-tasks", str(tmp_path / "held.jsonl")],
+                       catch_exceptions=False)  # fmt: skip
+    assert ev.exit_code == 0, ev.output
+    evals = json.loads(ev.output.strip().splitlines()[-1])["evals"]
+    assert [e["step"] for e in evals] == [0, 1] and evals[1]["gain"]["tasks"] == 1 and "per_task" not in evals[0]
+    assert [e["step"] for e in lines(tmp_path / "o6" / "eval.jsonl")] == [0, 1]
+    lone = runner.invoke(app, [*args[:6], str(tmp_path / "o7"), *args[7:], "--eval-every", "1"], catch_exceptions=False)
+    assert lone.exit_code == 1 and "--eval-tasks" in json.loads(lone.output.strip().splitlines()[-1])["error"]["message"]
     missing = runner.invoke(app, ["train", "rft", str(tmp_path / "nope.jsonl"), "--model", str(model_dir), "--out",
                                   str(tmp_path / "o3"), "--k", "2"], catch_exceptions=False)  # fmt: skip
     assert json.loads(missing.output.strip().splitlines()[-1])["error"]["type"] == "not_found"

@@ -325,17 +325,32 @@ def grpo(
     bf16: Bf16Opt = False,
     save_trials: Annotated[bool, typer.Option("--save-trials/--no-save-trials", help="Write every scored trial "
                                               "(messages, reward, failed components) to OUT/trials.jsonl.")] = True,
+    eval_tasks: Annotated[Path | None, typer.Option("--eval-tasks", help="A task file of held-out tasks (none of "
+                                                    "TASKS): the model plays them before the first step, every "
+                                                    "--eval-every steps and after the last; pass^1 with its 95% "
+                                                    "interval and the paired gain over the start go to "
+                                                    "OUT/eval.jsonl.")] = None,
+    eval_every: Annotated[int, typer.Option("--eval-every", min=0, help="Steps between evaluations on "
+                                            "--eval-tasks (default 10 when --eval-tasks is given).")] = 0,
+    eval_trials: Annotated[int, typer.Option("--eval-trials", min=1, help="Trials per evaluation task; more than "
+                                             "1 needs --eval-temperature above 0.")] = 1,
+    eval_temperature: Annotated[float, typer.Option("--eval-temperature", min=0.0, help="Temperature the "
+                                                    "evaluation decodes at (0: greedy, as a deployed model "
+                                                    "answers).")] = 0.0,
     as_json: JsonOpt = False,
 ) -> None:
     """On-policy GRPO: the model plays each task --group times, and learns from how its trials compare.
 
     Each step samples trials with the model being trained (token level, scripted user), scores them, and makes
     a clipped policy-gradient update with group-relative advantages. The final model is OUT/final (loadable as
-    --policy hf:OUT/final); Ctrl-C writes a checkpoint and --resume continues from it.
+    --policy hf:OUT/final); Ctrl-C writes a checkpoint and --resume continues from it. The training reward is
+    measured on the tasks being trained; --eval-tasks measures what the policy does on tasks it never trains on.
     """
-    from ..train.grpo import GRPOConfig, GRPOError, GRPOStep, train_grpo
+    from ..train.grpo import GRPOConfig, GRPOError, GRPOEval, GRPOStep, train_grpo
     from ..train.sft import LOG_FILE, latest_checkpoint
 
+    if eval_tasks is not None and not eval_every:
+        eval_every = 10
     try:
         config = GRPOConfig(out=out, group=group, tasks_per_step=tasks_per_step, steps=steps, lr=lr, clip=clip,
                             optimizer=optimizer,
@@ -344,7 +359,8 @@ def grpo(
                             temperature=temperature, max_len=max_len, concurrency=concurrency, seed=seed,
                             save_every=save_every, keep_checkpoints=keep_checkpoints, resume=resume,
                             gradient_checkpointing=gradient_checkpointing, packing=packing, bf16=bf16,
-                            save_trials=save_trials)  # fmt: skip
+                            save_trials=save_trials, eval_every=eval_every, eval_trials=eval_trials,
+                            eval_temperature=eval_temperature)  # fmt: skip
     except ToolworldError as exc:
         fail_with(exc)
     if out.exists() and not out.is_dir():
@@ -352,27 +368,47 @@ def grpo(
     if not resume and (latest_checkpoint(out) is not None or (out / LOG_FILE).exists()):
         fail("output_exists", f"{out} already holds a training run: add --resume to continue it, or choose another "
              "--out")  # fmt: skip
+    if eval_every and eval_tasks is None:
+        fail("invalid_option", "--eval-every needs --eval-tasks FILE: the held-out tasks to evaluate on")
     world, task_list = _task_file(tasks)
+    held = _task_file(eval_tasks)[1] if eval_tasks is not None else None
     try:
         trained, tokenizer, path = _load_for_training(model, device, as_json)
         config.tool_prompt = _tool_prompt(tool_prompt, path, GRPOError, out=config.out, resume=config.resume)
         with _progress(as_json) as progress:
-            bar = progress.add_task(f"grpo on {len(task_list)} tasks", total=steps, extra="")
+            bar = progress.add_task(f"grpo on {len(task_list)} tasks", total=steps,
+                                    extra=f"evaluating on {len(held)} held-out tasks" if held else "")  # fmt: skip
+            said = {"eval": ""}  # the latest evaluation, kept in the bar beside each step's figures
 
             def on_step(entry: GRPOStep) -> None:
                 gap = f" · gap {entry.logprob_gap:.3f}" if entry.logprob_gap is not None else ""
+                due = held and (entry.step % eval_every == 0 or entry.step == steps)
                 progress.update(bar, completed=entry.step, extra=f"reward {entry.reward:.3f} · pass^1 "
                                 f"{entry.pass1:.2f} · {entry.groups}/{entry.tasks} groups differ{gap} · "
-                                f"{entry.tokens_per_s:,.0f} tok/s")  # fmt: skip
+                                f"{entry.tokens_per_s:,.0f} tok/s{said['eval']}"
+                                f"{' · evaluating' if due else ''}")  # fmt: skip
 
-            result = train_grpo(trained, tokenizer, world, task_list, config, on_step=on_step)
+            def on_eval(ev: GRPOEval) -> None:
+                gain = f" ({ev.gain['gain']:+.2f})" if ev.gain else ""
+                said["eval"] = f" · held-out {ev.pass1:.2f}{gain} at step {ev.step}"
+                progress.update(bar, extra=said["eval"].removeprefix(" · "))
+
+            result = train_grpo(trained, tokenizer, world, task_list, config, on_step=on_step, eval_tasks=held,
+                                on_eval=on_eval)  # fmt: skip
     except ToolworldError as exc:
         fail_with(exc)
     summary = {"steps": result.steps, "total_steps": result.total_steps, "resumed_from": result.resumed_from,
                "rewards": [round(r, 4) for r in result.rewards], "wall_s": round(result.wall_s, 2),
                "final": str(result.final) if result.final else None,
                "checkpoint": str(result.checkpoint) if result.checkpoint else None,
-               "interrupted": result.interrupted}  # fmt: skip
+               "interrupted": result.interrupted,
+               "evals": [{k: v for k, v in ev.to_dict().items() if k != "per_task"} for ev in result.evals]}  # fmt: skip
+    for ev in result.evals if not as_json else ():
+        gain = (f"; {ev.gain['gain']:+.3f} [{ev.gain['ci'][0]:+.3f}, {ev.gain['ci'][1]:+.3f}] over step "
+                f"{result.evals[0].step}, {ev.gain['fixed']} tasks fixed and {ev.gain['broke']} broken"
+                if ev.gain else "")  # fmt: skip
+        err_console.print(f"held-out after step {ev.step}: pass^1 {ev.pass1:.3f} [{ev.lo:.3f}, {ev.hi:.3f}] on "
+                          f"{ev.tasks} tasks{gain}")  # fmt: skip
     if as_json:
         print(json.dumps(summary))
     elif result.interrupted:

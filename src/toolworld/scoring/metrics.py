@@ -1,4 +1,5 @@
-"""Run metrics: pass@k, pass^k and the ``summary.json`` of a run.
+"""Run metrics: pass@k, pass^k, the ``summary.json`` of a run, and how sure a pass rate or a gain is (Wilson and
+task-clustered intervals, paired gains with the sign test), which training evaluations report.
 
 Infra-errored trials (the model server died, our code crashed) say nothing about the agent: they are counted
 apart (``infra_errors``) and left out of every other number, so a flaky server lowers the number of scored
@@ -232,3 +233,63 @@ def summary_fields(tasks: Mapping[str, Task], trajectories: Sequence[Trajectory]
         "noise": noise,
         "scorer_version": SCORER_VERSION,
     }
+
+
+# ----------------------------------------------------------------------- how sure a pass rate is
+
+
+def wilson(successes: float, n: float, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a success rate (sound at 0 and n, unlike the normal approximation); ``n`` may
+    be an effective number of draws (:func:`task_interval`)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def sign_test(fixed: int, broke: int) -> float:
+    """Two-sided exact sign test (McNemar's exact test) of paired pass/fail outcomes: the probability, if the two
+    models were equally good, of a split of the ``fixed + broke`` changed tasks at least this uneven. Two models
+    evaluated on the same tasks differ on few of them, so this says more than comparing two overlapping
+    intervals."""
+    n = fixed + broke
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(fixed, broke) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def task_interval(rates: list[float], trials: int, z: float = 1.96) -> tuple[float, float]:
+    """95% interval of a mean over tasks of per-task pass rates, ``trials`` sampled trials each. A task's trials are
+    not independent draws (a task the policy cannot do fails all of them), so Wilson's interval over all ``n *
+    trials`` is too narrow; this one is Wilson's at the effective number of draws, ``p(1-p) / Var(mean of task
+    rates)`` (between ``n`` when every task is all-or-nothing and ``n * trials`` when trials vary as coin flips),
+    and stays sound when every trial passed or none did."""
+    n = len(rates)
+    if n == 0:
+        return 0.0, 1.0
+    p = sum(rates) / n
+    var = sum((r - p) ** 2 for r in rates) / (n - 1) if n > 1 else 0.0
+    draws = p * (1 - p) / (var / n) if var > 0 and 0 < p < 1 else n * trials
+    draws = min(max(draws, n), n * trials)
+    return wilson(p * draws, draws, z)
+
+
+def paired_gain(before: dict[str, float], after: dict[str, float], z: float = 1.96) -> dict[str, Any]:
+    """What ``after`` (a model, a checkpoint) gained over ``before`` on the tasks both were evaluated on (task id ->
+    pass rate): the mean of the per-task
+    differences of pass rate, with the 95% normal interval of that mean, and how many tasks it fixed (rate up) and
+    broke (rate down) with the sign test of that split. Two models are judged on the same tasks, so the interval of
+    the difference is narrower than two overlapping per-stage intervals suggest, and it shows whether a gain is
+    larger than the churn between any two checkpoints (tasks one passes and the other fails, both ways)."""
+    both = sorted(before.keys() & after.keys())
+    diffs = [after[t] - before[t] for t in both]
+    n = len(diffs)
+    fixed = sum(1 for d in diffs if d > 0)
+    broke = sum(1 for d in diffs if d < 0)
+    gain = sum(diffs) / n if n else 0.0
+    half = z * math.sqrt(sum((d - gain) ** 2 for d in diffs) / (n - 1) / n) if n > 1 else 1.0
+    return {"gain": round(gain, 4), "ci": [round(gain - half, 4), round(gain + half, 4)], "tasks": n,
+            "fixed": fixed, "broke": broke, "p": round(sign_test(fixed, broke), 4)}  # fmt: skip

@@ -42,7 +42,9 @@ Output folder (``GRPOConfig.out``): ``train.jsonl`` (one line per step, :class:`
 (one line per trial: step, task, reward, the components it failed and the trajectory without its token buffer, so
 that what the policy learned to do can be read afterwards; ``save_trials=False`` leaves it out), ``checkpoint-N/``
 (weights, ``optimizer.pt`` with the optimizer and RNG states, ``trainer_state.json``), ``final/`` (a model folder
-that ``--policy hf:OUT/final`` loads) and, when ``torch.utils.tensorboard`` imports, ``tensorboard/``. Since the
+that ``--policy hf:OUT/final`` loads) and, when ``torch.utils.tensorboard`` imports, ``tensorboard/``. With
+``eval_every`` and ``eval_tasks``: ``eval.jsonl`` (one line per evaluation, :class:`GRPOEval`) and
+``eval-trials.jsonl`` (its trials, as ``trials.jsonl``). Since the
 tasks and the sampling seeds of a step depend only on (seed, step), a resumed run samples what an uninterrupted
 run would have sampled from the same weights.
 """
@@ -68,6 +70,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import ToolworldError
 from ..core.seeds import derive_seed
 from ..rollout.models import write_model_card
+from ..scoring.metrics import paired_gain, task_interval, wilson
 from ..scoring.verify import score_trajectory
 from .data import one_world_tasks
 from .sft import (
@@ -95,9 +98,9 @@ if TYPE_CHECKING:
     from ..world.world import World
     from .data import Sample
 
-__all__ = ["ADVANTAGES", "OPTIMIZERS", "REWARDS", "GRPOConfig", "GRPOError", "GRPOResult", "GRPOStep", "Scorer",
-           "advantaged", "estimator", "make_optimizer", "pick_tasks", "rollouts", "samples_from_trajectories",
-           "success_only", "target_of", "train_grpo", "trial_record", "update"]  # fmt: skip
+__all__ = ["ADVANTAGES", "OPTIMIZERS", "REWARDS", "GRPOConfig", "GRPOError", "GRPOEval", "GRPOResult", "GRPOStep",
+           "Scorer", "advantaged", "at_temperature", "estimator", "evaluate", "make_optimizer", "pick_tasks", "rollouts",
+           "samples_from_trajectories", "success_only", "target_of", "train_grpo", "trial_record", "update"]  # fmt: skip
 
 ADVANTAGES = ("grpo", "mc_grpo", "dr_grpo", "gigpo")
 #: What a trial is rewarded with: the scorer's weighted components (``partial``) or 1 for success, else 0.
@@ -105,6 +108,9 @@ REWARDS = ("partial", "success")
 TENSORBOARD_DIR = "tensorboard"
 #: One line per sampled trial (``trial_record``): what each step's policy did and how it was scored.
 TRIALS_FILE = "trials.jsonl"
+#: One line per held-out evaluation (:class:`GRPOEval`), and the trials each played.
+EVAL_FILE = "eval.jsonl"
+EVAL_TRIALS_FILE = "eval-trials.jsonl"
 #: ``(task, trajectory) -> Score``: how a trial is rewarded (default: ``score_trajectory`` in the training world).
 Scorer = Callable[["Task", "Trajectory"], "Score"]
 # Options a resumed run must share with its checkpoint: changing them mid-run would make it another experiment.
@@ -212,6 +218,17 @@ class GRPOConfig:
     #: Write every scored trial to ``trials.jsonl`` (~10 KB each on retail): a reward curve says that the policy
     #: changed, the trials say into what (a shortcut the reward allows shows there first).
     save_trials: bool = True
+    #: Evaluate the policy on ``train_grpo``'s ``eval_tasks`` before the first step, after every ``eval_every``-th
+    #: step and after the last (0: never): the training reward is measured on the tasks being trained, the held-out
+    #: pass^1 on tasks the policy never learned from, and only the second says whether it got better at the job.
+    eval_every: int = 0
+    #: Evaluate the model as given, before the first step, and as trained, after the last (False: a pipeline
+    #: evaluates it anyway, as its stage before or after GRPO; gains are then over the first evaluation made).
+    eval_first: bool = True
+    eval_last: bool = True
+    #: Trials per evaluation task, at ``eval_temperature`` (0: greedy, one trial is all it can give).
+    eval_trials: int = 1
+    eval_temperature: float = 0.0
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -234,6 +251,10 @@ class GRPOConfig:
                   ("max_len", self.max_len >= 2, ">= 2"), ("max_grad_norm", self.max_grad_norm > 0, "> 0"),
                   ("concurrency", self.concurrency >= 1, ">= 1"), ("save_every", self.save_every >= 0, ">= 0"),
                   ("keep_checkpoints", self.keep_checkpoints >= 0, ">= 0 (0 keeps all)"),
+                  ("eval_every", self.eval_every >= 0, ">= 0 (0: no evaluation)"),
+                  ("eval_temperature", self.eval_temperature >= 0, ">= 0 (0: greedy)"),
+                  ("eval_trials", self.eval_trials >= 1 and (self.eval_trials == 1 or self.eval_temperature > 0),
+                   ">= 1, and 1 at eval_temperature 0 (greedy trials of a task repeat each other)"),
                   # a packed micro-batch holds whole samples, so it must fit the longest one
                   ("batch_tokens", self.batch_tokens >= self.max_len, f">= max_len ({self.max_len})")]  # fmt: skip
         for name, ok, want in checks:
@@ -284,6 +305,37 @@ class GRPOStep:
         return data
 
 
+@dataclass(frozen=True, slots=True)
+class GRPOEval:
+    """One evaluation of the policy on the evaluation tasks after ``step`` updates (0: the model as given), as logged
+    to ``eval.jsonl`` and passed to ``on_eval``.
+
+    ``pass1`` is the fraction of scored trials that succeeded, ``lo``/``hi`` its 95% interval (Wilson's with one
+    trial per task; with several, Wilson's at the effective number of draws, since a task's trials fail or pass
+    together); ``reward`` the mean of the scorer's reward (partial credit, whatever the run trains on);
+    ``per_task`` each task's pass rate; ``gain`` the paired gain over the run's first evaluation
+    (``toolworld.scoring.metrics.paired_gain``: mean per-task change with its interval, tasks fixed and broken, sign
+    test), None for the first. Every evaluation plays the same tasks with the same sampling seeds, so two of them
+    differ by what the updates between them did, not by the draw.
+    """
+
+    step: int
+    pass1: float
+    lo: float
+    hi: float
+    reward: float
+    tasks: int
+    trials: int
+    temperature: float
+    infra_errors: int
+    seconds: float
+    per_task: dict[str, float]
+    gain: dict[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+
+
 @dataclass(slots=True)
 class GRPOResult:
     """What a training call did: steps run (``resumed_from`` of them restored), each step's log, and where the
@@ -298,6 +350,8 @@ class GRPOResult:
     checkpoint: Path | None = None
     interrupted: bool = False
     wall_s: float = 0.0
+    #: Every evaluation of the run (a resumed run's earlier ones included), in step order.
+    evals: list[GRPOEval] = field(default_factory=list)
 
     @property
     def rewards(self) -> list[float]:
@@ -533,6 +587,10 @@ def same_temperature(sampler: Any, temperature: float) -> None:
                         f"temperature={temperature}: give both the same temperature", kind="invalid_option")  # fmt: skip
 
 
+#: What a step writes, trimmed back to the checkpoint on resume (an evaluation of step N counts as step N's).
+_LOGS = (LOG_FILE, TRIALS_FILE, EVAL_FILE, EVAL_TRIALS_FILE)
+
+
 def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
     """Restore the latest checkpoint of ``config.out``; the step it ends (0 when there is none)."""
     import torch
@@ -541,7 +599,7 @@ def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
 
     ckpt = latest_checkpoint(config.out)
     if ckpt is None:  # steps logged by a run that died before its first checkpoint are run again: log them once
-        for log in (LOG_FILE, TRIALS_FILE):
+        for log in _LOGS:
             trim_log(config.out / log, 0)
         return 0
     state = json.loads((ckpt / STATE_FILE).read_text())
@@ -558,7 +616,7 @@ def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
     extra = torch.load(ckpt / OPTIM_FILE, weights_only=False)
     optimizer.load_state_dict(extra["optimizer"])
     torch.set_rng_state(extra["rng"])
-    for log in (LOG_FILE, TRIALS_FILE):
+    for log in _LOGS:
         trim_log(config.out / log, int(state["step"]))
     return int(state["step"])
 
@@ -592,6 +650,56 @@ def trial_record(step: int, trajectory: Trajectory, score: Score) -> dict[str, A
             "trajectory": trajectory.model_dump(mode="json", exclude={"token_buffer"})}  # fmt: skip
 
 
+def at_temperature(policy: Any, temperature: float) -> Any:
+    """``policy`` (the same engine and weights) decoding at ``temperature``: training samples at its temperature,
+    evaluation at its own (greedy by default), from one set of weights."""
+    if not hasattr(policy, "temperature"):
+        raise GRPOError(f"the sampler's policy ({type(policy).__name__}) has no temperature to evaluate at: return a "
+                        "TokenPolicy from sampler=", kind="invalid_option")  # fmt: skip
+    clone = copy.copy(policy)
+    clone.temperature = temperature
+    return clone
+
+
+def evaluate(world: World, tasks: Sequence[Task], policy: Any, config: GRPOConfig, *, step: int,
+             scorer: Scorer | None = None, limits: Limits | None = None, user: UserSimulator | None = None,
+             first: GRPOEval | None = None) -> tuple[GRPOEval, list[tuple[Trajectory, Score]]]:  # fmt: skip
+    """Play ``tasks`` ``config.eval_trials`` times each with ``policy`` at ``config.eval_temperature`` and judge
+    them: the :class:`GRPOEval` of step ``step`` (its gain over ``first`` when given) and the scored trials.
+
+    The sampling seeds depend on ``config.seed`` only, never on the step, so every evaluation of a run draws the
+    same random numbers and two of them differ only by the weights.
+    """
+    t0 = time.perf_counter()
+    pairs = rollouts(world, tasks, at_temperature(policy, config.eval_temperature), trials=config.eval_trials,
+                     scorer=scorer, salt=derive_seed(config.seed, "eval"), concurrency=config.concurrency,
+                     limits=limits, user=user)  # fmt: skip
+    wins: dict[str, list[int]] = defaultdict(list)
+    rewards = []
+    for traj, score in pairs:
+        if not (traj.failed_by_infra or score.infra_error):
+            wins[traj.task_id].append(int(score.success))
+            rewards.append(score.reward)
+    per_task = {task: sum(w) / len(w) for task, w in wins.items()}
+    passed, scored = sum(map(sum, wins.values())), len(rewards)
+    lo, hi = (wilson(passed, scored) if config.eval_trials == 1
+              else task_interval(list(per_task.values()), config.eval_trials))  # fmt: skip
+    result = GRPOEval(step=step, pass1=passed / scored if scored else 0.0, lo=lo, hi=hi,
+                      reward=statistics.fmean(rewards) if rewards else 0.0, tasks=len(tasks),
+                      trials=config.eval_trials, temperature=config.eval_temperature,
+                      infra_errors=len(pairs) - scored, seconds=time.perf_counter() - t0, per_task=per_task,
+                      gain=paired_gain(first.per_task, per_task) if first is not None else None)  # fmt: skip
+    return result, pairs
+
+
+def _read_evals(out: Path) -> list[GRPOEval]:
+    """The evaluations a run logged so far (after ``_resume`` trimmed those of steps it will run again)."""
+    path = out / EVAL_FILE
+    if not path.is_file():
+        return []
+    return [GRPOEval(**json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def _tensorboard(config: GRPOConfig) -> Any:
     """A SummaryWriter when tensorboard is installed and wanted; None otherwise (it is optional)."""
     if not config.tensorboard:
@@ -609,7 +717,9 @@ def _tensorboard(config: GRPOConfig) -> Any:
 def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], config: GRPOConfig, *,
                on_step: Callable[[GRPOStep], Any] | None = None, scorer: Scorer | None = None,
                limits: Limits | None = None, user: UserSimulator | None = None,
-               engine: HFEngine | None = None, sampler: Callable[[Any, int], Any] | None = None) -> GRPOResult:  # fmt: skip
+               engine: HFEngine | None = None, sampler: Callable[[Any, int], Any] | None = None,
+               eval_tasks: Sequence[Task] | None = None,
+               on_eval: Callable[[GRPOEval], Any] | None = None) -> GRPOResult:  # fmt: skip
     """Train ``model`` in place with on-policy GRPO on ``tasks`` of ``world``; see the module docstring.
 
     ``tokenizer`` is the model's (saved with the final model). ``scorer`` replaces ``score_trajectory`` as the
@@ -618,9 +728,13 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     step's :class:`GRPOStep`. ``sampler(model, step)`` (when given) returns the policy that samples step ``step``
     instead of ``engine``: the weight sync of a separate inference engine (e.g. export the weights to GGUF and
     open a llama.cpp policy on them, several times faster on a CPU). It must sample with the same weights and
-    tokenizer; its logprobs are what truncated importance sampling weighs against the trainer's. Ctrl-C (``KeyboardInterrupt``, also from ``on_step``) saves a checkpoint of the last
-    finished step and returns ``interrupted=True``; run again with ``resume=True`` to continue. Raises
-    :class:`GRPOError`.
+    tokenizer; its logprobs are what truncated importance sampling weighs against the trainer's.
+    ``eval_tasks`` (with ``config.eval_every``): tasks the run never trains on, played by the current weights before
+    the first step, after every ``eval_every``-th and after the last (see ``eval_first``, ``eval_last``), by
+    :func:`evaluate` with the same ``limits`` and ``user`` and the scorer's own verdict whatever ``config.reward``
+    is; ``on_eval`` sees each :class:`GRPOEval`, and ``result.evals`` holds them. Ctrl-C (``KeyboardInterrupt``, also from ``on_step``) saves a checkpoint of the
+    last finished step and returns ``interrupted=True``; run again with ``resume=True`` to continue (an evaluation
+    cut short is made again). Raises :class:`GRPOError`.
     """
     import torch
 
@@ -628,8 +742,17 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     from ..rollout.token_policy import TokenPolicy
     from ..tokens.tokenizers import load_tokenizer
     tasks = one_world_tasks(tasks, world, error=GRPOError, what="train on")
+    if bool(config.eval_every) != bool(eval_tasks):
+        raise GRPOError("eval_every and eval_tasks go together: give both to evaluate during training, or neither",
+                        kind="invalid_option")  # fmt: skip
+    if eval_tasks:
+        eval_tasks = one_world_tasks(eval_tasks, world, error=GRPOError, what="evaluate on")
+        shared = sorted({t.id for t in eval_tasks} & {t.id for t in tasks})
+        if shared:
+            raise GRPOError(f"{len(shared)} evaluation task(s) are training tasks too (first: {shared[0]}): a "
+                            "held-out pass rate needs tasks the run does not train on", kind="eval_overlap")  # fmt: skip
     config.out.mkdir(parents=True, exist_ok=True)
-    if not config.resume and (latest_checkpoint(config.out) or (config.out / LOG_FILE).exists()):
+    if not config.resume and (latest_checkpoint(config.out) or any((config.out / f).exists() for f in _LOGS)):
         raise GRPOError(f"{config.out} already holds a training run: pass resume=True (--resume) to continue it, or "
                         "choose another output folder", kind="output_exists")  # fmt: skip
     tokenizer = load_tokenizer(tokenizer)
@@ -650,9 +773,10 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     engine.reset_cache()
     policy = TokenPolicy(engine, tokenizer, name="grpo", max_tokens=config.max_tokens, temperature=config.temperature,
                          tool_prompt=config.tool_prompt)  # fmt: skip
+    judge = scorer  # evaluations report the scorer's own reward, whatever the run trains on
     if config.reward == "success":
         scorer = success_only(scorer or (lambda task, traj: score_trajectory(task, traj, world=world)))
-    result = GRPOResult(config.out, start, config.steps, resumed_from=start)
+    result = GRPOResult(config.out, start, config.steps, resumed_from=start, evals=_read_evals(config.out))
     target = {t.id: target_of(t) for t in tasks}
     targets = sorted(set(target.values()))
     quota = math.ceil(config.min_groups / len(targets)) if config.balance else 0
@@ -660,10 +784,37 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     log = (config.out / LOG_FILE).open("a", encoding="utf-8")
     trials_log = (config.out / TRIALS_FILE).open("a", encoding="utf-8") if config.save_trials else None
     t_start = time.perf_counter()
+    synced: list[Any] = []  # the policy an evaluation synced to the current weights, which the next step samples
+
+    def evaluate_now(done: int) -> None:
+        if sampler is not None:
+            synced[:] = [sampler(model, done)]
+        ev, pairs = evaluate(world, eval_tasks or (), synced[0] if synced else policy, config, step=done,
+                             scorer=judge, limits=limits, user=user,
+                             first=result.evals[0] if result.evals else None)  # fmt: skip
+        with (config.out / EVAL_FILE).open("a", encoding="utf-8") as f:
+            f.write(json.dumps(ev.to_dict()) + "\n")
+        if config.save_trials:
+            with (config.out / EVAL_TRIALS_FILE).open("a", encoding="utf-8") as f:
+                f.writelines(json.dumps(trial_record(done, traj, score)) + "\n" for traj, score in pairs)
+        result.evals.append(ev)
+        if writer is not None:
+            writer.add_scalar("eval/pass1", ev.pass1, done)
+            writer.add_scalar("eval/reward", ev.reward, done)
+        if on_eval is not None:
+            on_eval(ev)
+
+    def due(done: int) -> bool:  # is the policy after ``done`` steps one to evaluate?
+        if not config.eval_every or (done == 0 and not config.eval_first):
+            return False
+        return config.eval_last if done == config.steps else done % config.eval_every == 0
+
     try:
+        if due(start) and all(ev.step != start for ev in result.evals):  # the start, or one cut short by Ctrl-C
+            evaluate_now(start)
         for step in range(start, config.steps):
             t0 = time.perf_counter()
-            step_policy = sampler(model, step) if sampler is not None else policy
+            step_policy = synced.pop() if synced else sampler(model, step) if sampler is not None else policy
             same_prompt(step_policy, config.tool_prompt, GRPOError)
             same_temperature(step_policy, config.temperature)
             pairs: list[tuple[Trajectory, Score]] = []
@@ -725,6 +876,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                 result.checkpoint = _save_checkpoint(model, optimizer, step + 1, config)
             if on_step is not None:
                 on_step(entry)
+            if due(step + 1):
+                evaluate_now(step + 1)
     except KeyboardInterrupt:
         result.interrupted = True
         engine.reset_cache()
