@@ -57,7 +57,8 @@ from toolworld.train.grpo import ADVANTAGES, REWARDS
 STAGES = ("base", "sft", "rft", "grpo")
 #: what :meth:`Bench.evaluate` writes into a stage's row (the rest is its training's)
 EVAL_FIELDS = ("pass1", "lo", "hi", "n", "successes", "trials", "temperature", "infra_errors", "mean_reward",
-               "components", "by_demand", "picks", "terminations", "eval_wall_s", "run", "train_wall_s")  # fmt: skip
+               "components", "by_demand", "picks", "terminations", "eval_wall_s", "run", "train_wall_s",
+               "evals")  # fmt: skip
 TOOL_PROMPT = "compact"
 GOAL = {"sft_gain": 0.30, "grpo_gain": 0.05}
 
@@ -455,7 +456,7 @@ class Bench:
         result = train_grpo(self.model, self.tokenizer, self.world, tasks, config,
                             sampler=exported if a.engine == "llamacpp" else self.hf_sampler("grpo"),
                             limits=self.limits(sampling=True),
-                            eval_tasks=self.heldout if a.grpo_eval_every else None)  # fmt: skip
+                            eval_tasks=self.heldout if a.grpo_eval_every else None, eval_limits=self.limits())  # fmt: skip
         for policy in live:
             policy.engine.close()
         took = time.perf_counter() - started
@@ -468,9 +469,10 @@ class Bench:
     def step_rows(self, evals: list[Any]) -> list[dict[str, Any]]:
         """GRPO's evaluations between its first and last step (``--grpo-eval-every``) as points of the curve, each
         with its paired gain over the stage GRPO started from (its evaluation played the same tasks)."""
-        before = next((self.out / f"{s}.json" for s in ("rft", "sft") if (self.out / f"{s}.json").is_file()), None)
-        row = json.loads(before.read_text()) if before is not None else {}
-        start = pass_rates(self.out / row["run"]) if (self.out / row.get("run", "-")).is_dir() else None
+        rows = [json.loads((self.out / f"{s}.json").read_text()) for s in ("rft", "sft") if (self.out / f"{s}.json").is_file()]
+        # an RFT stage that had nothing to reinforce has no run of its own: GRPO started from the SFT model then
+        run = next((self.out / r["run"] for r in rows if r.get("run") and (self.out / r["run"]).is_dir()), None)
+        start = pass_rates(run) if run is not None else None
         return [{"name": f"grpo step {ev.step}", "step": ev.step, "pass1": ev.pass1, "lo": ev.lo, "hi": ev.hi,
                  "n": ev.tasks, "trials": ev.trials, "temperature": ev.temperature, "eval_wall_s": round(ev.seconds, 1),
                  "gain": paired_gain(start, ev.per_task) if start is not None else None} for ev in evals]  # fmt: skip
@@ -628,6 +630,9 @@ def main() -> None:
                 "give --eval-temperature (e.g. 0.3, the GRPO sampler's)")
     if args.grpo_eval_every < 0:
         p.error(f"--grpo-eval-every must be >= 0 (0: no evaluation inside GRPO), got {args.grpo_eval_every}")
+    if args.grpo_eval_every and "llamacpp" in (args.engine, args.eval_engine or args.engine):
+        p.error("--grpo-eval-every evaluates with GRPO's sampler, the batched hf engine: give --engine hf and no "
+                "other --eval-engine, so that its points are measured as the stages are")
     if args.batch is not None and args.batch < 1:
         p.error(f"--batch must be >= 1, got {args.batch}")
     args.eval_engine = args.eval_engine or args.engine

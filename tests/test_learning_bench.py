@@ -97,7 +97,8 @@ class Recorder:
 
 def test_a_stage_is_evaluated_again_only_when_the_evaluation_asked_for_differs(bench, tmp_path):
     old = {"name": "grpo", "pass1": 0.5, "lo": 0.4, "hi": 0.6, "n": 100, "run": "eval-grpo", "train_wall_s": 3900.0,
-           "eval_wall_s": 1900.0, "steps": 5, "reward_last": 0.4}  # fmt: skip
+           "eval_wall_s": 1900.0, "steps": 5, "reward_last": 0.4,
+           "evals": [{"name": "grpo step 2", "step": 2, "pass1": 0.45}]}  # fmt: skip
     (tmp_path / "grpo.json").write_text(json.dumps(old))
     same = Recorder(bench, tmp_path, 1, 0.0)  # a row from before trials were recorded was one greedy trial
     assert same.b.reevaluate("grpo") is False and same.calls == []
@@ -108,7 +109,8 @@ def test_a_stage_is_evaluated_again_only_when_the_evaluation_asked_for_differs(b
     assert load == ("load", tmp_path / "grpo" / "final") and sampled.b.model is None  # its own weights, reloaded
     _, name, weights, train_wall_s, kept = evaluate
     assert (name, weights, train_wall_s) == ("grpo", "weights-of-grpo", 3900.0)
-    assert kept == {"name": "grpo", "steps": 5, "reward_last": 0.4}  # the training's figures, not the old verdict
+    # the training's figures, not the old verdict (nor the points inside GRPO, made the old way)
+    assert kept == {"name": "grpo", "steps": 5, "reward_last": 0.4}
 
     (tmp_path / "base.json").write_text(json.dumps({**old, "name": "base", "trials": 4, "temperature": 0.3}))
     assert Recorder(bench, tmp_path, 4, 0.3).b.reevaluate("base") is False
@@ -136,6 +138,8 @@ def test_an_episode_of_the_benchmark_ends_by_turns_and_tokens_never_by_the_clock
         (["--eval-trials", "4"], "at temperature 0 plays each task the same way"),
         (["--eval-trials", "0"], "--eval-trials must be >= 1"),
         (["--eval-temperature", "-1"], "--eval-temperature must be >= 0"),
+        (["--grpo-eval-every", "2"], "give --engine hf"),
+        (["--grpo-eval-every", "2", "--engine", "hf", "--eval-engine", "llamacpp"], "give --engine hf"),
     ],
 )
 def test_an_evaluation_that_cannot_measure_is_refused_before_any_work(bench, tmp_path, monkeypatch, capsys, argv, says):
@@ -181,6 +185,10 @@ def test_grpo_evaluations_inside_the_stage_are_points_of_the_curve_with_their_ga
     rows = b.step_rows([ev])
     assert [(r["name"], r["step"], r["pass1"], r["n"]) for r in rows] == [("grpo step 2", 2, 1.0, 2)]
     assert rows[0]["gain"]["gain"] == 0.5 and (rows[0]["gain"]["fixed"], rows[0]["gain"]["broke"]) == (1, 0)
+    # an RFT stage that had nothing to reinforce has no run: GRPO started from SFT, and gains are over SFT's run
+    (tmp_path / "rft.json").write_text(json.dumps({"name": "rft", "pass1": 0.5, "note": "nothing passed"}))
+    assert b.step_rows([ev])[0]["gain"]["gain"] == 0.5
+    (tmp_path / "rft.json").unlink()
     grpo = {"name": "grpo", "pass1": 0.5, "lo": 0.1, "hi": 0.9, "run": "eval-grpo", "evals": rows}
     (tmp_path / "grpo.json").write_text(json.dumps(grpo))
     curve = b.curve()

@@ -566,19 +566,56 @@ def test_an_evaluation_plays_the_weights_just_updated_at_its_own_temperature(tok
     assert logprob_gap(after[1], [first], 0, temperature=1.3)["mean"] > 1e-4
 
 
-def test_a_resumed_run_keeps_its_evaluations_and_makes_each_once(tokenizer, world, tasks, held, tmp_path):
+def test_a_resumed_run_keeps_its_evaluations_makes_each_once_and_redoes_one_cut_short(tokenizer, world, tasks, held,
+                                                                                        tmp_path):  # fmt: skip
     out = tmp_path / "r"
-    cfg = {"steps": 2, "save_every": 1, "eval_every": 1}
+    cfg = {"steps": 2, "eval_every": 1}  # no save_every: each evaluation after a step follows a checkpoint of it
     first = train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(out, **cfg), scorer=Recorder(),
                        eval_tasks=held)  # fmt: skip
+    assert (out / "checkpoint-1").is_dir() and (out / "checkpoint-2").is_dir()
     shutil.rmtree(out / "checkpoint-2")
     shutil.rmtree(out / "final")
+    # step 1's evaluation was cut short by Ctrl-C: its trials half written, its line (written last) not at all
+    trials = (out / "eval-trials.jsonl").read_text().splitlines()
+    (out / "eval-trials.jsonl").write_text("\n".join(trials[:2]) + "\n" + trials[2][:40])  # the last line cut off
+    (out / "eval.jsonl").write_text((out / "eval.jsonl").read_text().splitlines()[0] + "\n")
+    seen: list[Any] = []
     result = train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(out, resume=True, **cfg),
-                        scorer=Recorder(), eval_tasks=held)  # fmt: skip
-    assert result.resumed_from == 1 and [e.step for e in result.evals] == [0, 1, 2]
+                        scorer=Recorder(), eval_tasks=held, on_eval=seen.append)  # fmt: skip
+    assert result.resumed_from == 1 and [e.step for e in seen] == [1, 2]
+    assert [e.step for e in result.evals] == [0, 1, 2]
     assert [e["step"] for e in lines(out / "eval.jsonl")] == [0, 1, 2]
     assert [t["step"] for t in lines(out / "eval-trials.jsonl")] == [0, 1, 2]
     assert result.evals[2].per_task == first.evals[2].per_task and result.evals[2].gain is not None
+    # gains are over the first evaluation, so a resumed run must evaluate as it did
+    shutil.rmtree(out / "final")
+    shutil.rmtree(out / "checkpoint-2")
+    for kw, eval_tasks in (({"eval_trials": 2, "eval_temperature": 0.5}, held), ({}, [*held, *tasks[1:]])):
+        with pytest.raises(GRPOError) as info:
+            train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(out, resume=True, **{**cfg, **kw}),
+                       scorer=Recorder(), eval_tasks=eval_tasks)  # fmt: skip
+        assert info.value.kind == "run_mismatch" and "eval.jsonl" in str(info.value)
+
+
+def test_a_task_whose_trials_were_lost_to_infra_errors_weighs_as_any_other(tokenizer, world, tasks, tmp_path):
+    """pass^1 over several trials a task is the mean of the tasks' pass rates, the quantity its interval is about: a
+    task with one scored trial of two counts once, not half (pass^1 stays inside its interval)."""
+    held2 = generate("retail", 2, seed=1, sampler="target").tasks
+
+    class Flaky(Recorder):
+        def __call__(self, task: Any, traj: Any) -> Score:
+            score = super().__call__(task, traj)
+            if task.id == held2[0].id:
+                return score.model_copy(update={"success": True, "reward": 1.0})
+            if task.id == held2[1].id:
+                return score.model_copy(update={"success": False, "reward": 0.0, "infra_error": traj.trial == 0})
+            return score
+
+    cfg = config(tmp_path / "fl", steps=1, eval_every=1, eval_trials=2, eval_temperature=0.5, eval_last=False)
+    result = train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], cfg, scorer=Flaky(), eval_tasks=held2)
+    ev = result.evals[0]
+    assert ev.per_task == {held2[0].id: 1.0, held2[1].id: 0.0} and ev.infra_errors == 1
+    assert ev.pass1 == 0.5 and ev.lo <= ev.pass1 <= ev.hi  # 2 of 3 scored trials passed, but one task of two
 
 
 def test_evaluation_options_are_refused_before_anything_is_played(tokenizer, world, tasks, held, tmp_path):
@@ -595,6 +632,23 @@ def test_evaluation_options_are_refused_before_anything_is_played(tokenizer, wor
                        scorer=scorer, eval_tasks=eval_tasks)  # fmt: skip
         assert info.value.kind == kind
     assert not scorer.seen
+
+    class NoTemperature:  # a policy that cannot be told to decode greedily: refused before any step is trained
+        def __init__(self, policy: Any) -> None:
+            self.inner, self.name, self.tool_prompt = policy, policy.name, policy.tool_prompt
+
+        def start(self, **kw: Any) -> Any:
+            return self.inner.start(**kw)
+
+    def wrapped(m: Any, step: int) -> Any:
+        return NoTemperature(TokenPolicy(HFEngine(model=m, tokenizer=tokenizer, device="cpu"), tokenizer, name="n",
+                                         max_tokens=4, temperature=1.0))  # fmt: skip
+
+    with pytest.raises(GRPOError) as info:
+        train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1],
+                   config(tmp_path / "nt", eval_every=1, eval_first=False), sampler=wrapped, scorer=scorer,
+                   eval_tasks=held)  # fmt: skip
+    assert info.value.kind == "invalid_option" and "temperature" in str(info.value) and not scorer.seen
 
 
 def test_a_policy_at_another_temperature_shares_its_engine_and_leaves_the_original_alone(tokenizer):

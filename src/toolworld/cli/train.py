@@ -330,8 +330,8 @@ def grpo(
                                                     "--eval-every steps and after the last; pass^1 with its 95% "
                                                     "interval and the paired gain over the start go to "
                                                     "OUT/eval.jsonl.")] = None,
-    eval_every: Annotated[int, typer.Option("--eval-every", min=0, help="Steps between evaluations on "
-                                            "--eval-tasks (default 10 when --eval-tasks is given).")] = 0,
+    eval_every: Annotated[int | None, typer.Option("--eval-every", min=1, help="Steps between evaluations on "
+                                                   "--eval-tasks (default 10).")] = None,
     eval_trials: Annotated[int, typer.Option("--eval-trials", min=1, help="Trials per evaluation task; more than "
                                              "1 needs --eval-temperature above 0.")] = 1,
     eval_temperature: Annotated[float, typer.Option("--eval-temperature", min=0.0, help="Temperature the "
@@ -349,8 +349,9 @@ def grpo(
     from ..train.grpo import GRPOConfig, GRPOError, GRPOEval, GRPOStep, train_grpo
     from ..train.sft import LOG_FILE, latest_checkpoint
 
-    if eval_tasks is not None and not eval_every:
-        eval_every = 10
+    if eval_every is not None and eval_tasks is None:
+        fail("invalid_option", "--eval-every needs --eval-tasks FILE: the held-out tasks to evaluate on")
+    eval_every = (eval_every or 10) if eval_tasks is not None else 0
     try:
         config = GRPOConfig(out=out, group=group, tasks_per_step=tasks_per_step, steps=steps, lr=lr, clip=clip,
                             optimizer=optimizer,
@@ -368,8 +369,6 @@ def grpo(
     if not resume and (latest_checkpoint(out) is not None or (out / LOG_FILE).exists()):
         fail("output_exists", f"{out} already holds a training run: add --resume to continue it, or choose another "
              "--out")  # fmt: skip
-    if eval_every and eval_tasks is None:
-        fail("invalid_option", "--eval-every needs --eval-tasks FILE: the held-out tasks to evaluate on")
     world, task_list = _task_file(tasks)
     held = _task_file(eval_tasks)[1] if eval_tasks is not None else None
     try:

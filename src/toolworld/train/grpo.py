@@ -43,8 +43,9 @@ Output folder (``GRPOConfig.out``): ``train.jsonl`` (one line per step, :class:`
 that what the policy learned to do can be read afterwards; ``save_trials=False`` leaves it out), ``checkpoint-N/``
 (weights, ``optimizer.pt`` with the optimizer and RNG states, ``trainer_state.json``), ``final/`` (a model folder
 that ``--policy hf:OUT/final`` loads) and, when ``torch.utils.tensorboard`` imports, ``tensorboard/``. With
-``eval_every`` and ``eval_tasks``: ``eval.jsonl`` (one line per evaluation, :class:`GRPOEval`) and
-``eval-trials.jsonl`` (its trials, as ``trials.jsonl``). Since the
+``eval_every`` and ``eval_tasks``: ``eval.jsonl`` (one line per evaluation, :class:`GRPOEval`) and, unless
+``save_trials=False``, ``eval-trials.jsonl`` (its trials, as ``trials.jsonl``); each evaluation after a step
+follows a checkpoint of that step. Since the
 tasks and the sampling seeds of a step depend only on (seed, step), a resumed run samples what an uninterrupted
 run would have sampled from the same weights.
 """
@@ -310,7 +311,8 @@ class GRPOEval:
     """One evaluation of the policy on the evaluation tasks after ``step`` updates (0: the model as given), as logged
     to ``eval.jsonl`` and passed to ``on_eval``.
 
-    ``pass1`` is the fraction of scored trials that succeeded, ``lo``/``hi`` its 95% interval (Wilson's with one
+    ``pass1`` is the mean over tasks of their pass rates (the fraction of trials that passed when every trial was
+    scored; trials lost to an infra error count for nothing), ``lo``/``hi`` its 95% interval (Wilson's with one
     trial per task; with several, Wilson's at the effective number of draws, since a task's trials fail or pass
     together); ``reward`` the mean of the scorer's reward (partial credit, whatever the run trains on);
     ``per_task`` each task's pass rate; ``gain`` the paired gain over the run's first evaluation
@@ -684,7 +686,7 @@ def evaluate(world: World, tasks: Sequence[Task], policy: Any, config: GRPOConfi
     passed, scored = sum(map(sum, wins.values())), len(rewards)
     lo, hi = (wilson(passed, scored) if config.eval_trials == 1
               else task_interval(list(per_task.values()), config.eval_trials))  # fmt: skip
-    result = GRPOEval(step=step, pass1=passed / scored if scored else 0.0, lo=lo, hi=hi,
+    result = GRPOEval(step=step, pass1=statistics.fmean(per_task.values()) if per_task else 0.0, lo=lo, hi=hi,
                       reward=statistics.fmean(rewards) if rewards else 0.0, tasks=len(tasks),
                       trials=config.eval_trials, temperature=config.eval_temperature,
                       infra_errors=len(pairs) - scored, seconds=time.perf_counter() - t0, per_task=per_task,
@@ -718,8 +720,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                on_step: Callable[[GRPOStep], Any] | None = None, scorer: Scorer | None = None,
                limits: Limits | None = None, user: UserSimulator | None = None,
                engine: HFEngine | None = None, sampler: Callable[[Any, int], Any] | None = None,
-               eval_tasks: Sequence[Task] | None = None,
-               on_eval: Callable[[GRPOEval], Any] | None = None) -> GRPOResult:  # fmt: skip
+               eval_tasks: Sequence[Task] | None = None, on_eval: Callable[[GRPOEval], Any] | None = None,
+               eval_limits: Limits | None = None) -> GRPOResult:  # fmt: skip
     """Train ``model`` in place with on-policy GRPO on ``tasks`` of ``world``; see the module docstring.
 
     ``tokenizer`` is the model's (saved with the final model). ``scorer`` replaces ``score_trajectory`` as the
@@ -731,8 +733,9 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     tokenizer; its logprobs are what truncated importance sampling weighs against the trainer's.
     ``eval_tasks`` (with ``config.eval_every``): tasks the run never trains on, played by the current weights before
     the first step, after every ``eval_every``-th and after the last (see ``eval_first``, ``eval_last``), by
-    :func:`evaluate` with the same ``limits`` and ``user`` and the scorer's own verdict whatever ``config.reward``
-    is; ``on_eval`` sees each :class:`GRPOEval`, and ``result.evals`` holds them. Ctrl-C (``KeyboardInterrupt``, also from ``on_step``) saves a checkpoint of the
+    :func:`evaluate` with ``eval_limits`` (default ``limits``), the same ``user`` and the scorer's own verdict
+    whatever ``config.reward`` is; ``on_eval`` sees each :class:`GRPOEval`, and ``result.evals`` holds them. A
+    resumed run must evaluate the same tasks the same way as it did (else ``run_mismatch``). Ctrl-C (``KeyboardInterrupt``, also from ``on_step``) saves a checkpoint of the
     last finished step and returns ``interrupted=True``; run again with ``resume=True`` to continue (an evaluation
     cut short is made again). Raises :class:`GRPOError`.
     """
@@ -777,6 +780,13 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     if config.reward == "success":
         scorer = success_only(scorer or (lambda task, traj: score_trajectory(task, traj, world=world)))
     result = GRPOResult(config.out, start, config.steps, resumed_from=start, evals=_read_evals(config.out))
+    if result.evals and eval_tasks:  # gains are over the first evaluation: every later one must be its like
+        was = result.evals[0]
+        if (was.trials, was.temperature, was.tasks) != (config.eval_trials, config.eval_temperature, len(eval_tasks)) \
+                or not set(was.per_task) <= {t.id for t in eval_tasks}:  # fmt: skip
+            raise GRPOError(f"{config.out / EVAL_FILE} holds evaluations of {was.tasks} tasks, {was.trials} trial(s) "
+                            f"each at temperature {was.temperature:g}: resume with the same evaluation tasks and "
+                            "options, or train into a new --out", kind="run_mismatch")  # fmt: skip
     target = {t.id: target_of(t) for t in tasks}
     targets = sorted(set(target.values()))
     quota = math.ceil(config.min_groups / len(targets)) if config.balance else 0
@@ -787,16 +797,18 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     synced: list[Any] = []  # the policy an evaluation synced to the current weights, which the next step samples
 
     def evaluate_now(done: int) -> None:
+        if done > start and not (result.checkpoint and result.checkpoint.name == f"checkpoint-{done}"):
+            result.checkpoint = _save_checkpoint(model, optimizer, done, config)  # a failed evaluation loses no step
         if sampler is not None:
             synced[:] = [sampler(model, done)]
         ev, pairs = evaluate(world, eval_tasks or (), synced[0] if synced else policy, config, step=done,
-                             scorer=judge, limits=limits, user=user,
+                             scorer=judge, limits=eval_limits or limits, user=user,
                              first=result.evals[0] if result.evals else None)  # fmt: skip
-        with (config.out / EVAL_FILE).open("a", encoding="utf-8") as f:
-            f.write(json.dumps(ev.to_dict()) + "\n")
         if config.save_trials:
             with (config.out / EVAL_TRIALS_FILE).open("a", encoding="utf-8") as f:
                 f.writelines(json.dumps(trial_record(done, traj, score)) + "\n" for traj, score in pairs)
+        with (config.out / EVAL_FILE).open("a", encoding="utf-8") as f:  # last: its line says the evaluation is done
+            f.write(json.dumps(ev.to_dict()) + "\n")
         result.evals.append(ev)
         if writer is not None:
             writer.add_scalar("eval/pass1", ev.pass1, done)
@@ -811,12 +823,15 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
 
     try:
         if due(start) and all(ev.step != start for ev in result.evals):  # the start, or one cut short by Ctrl-C
+            trim_log(config.out / EVAL_TRIALS_FILE, start - 1)  # the trials a cut-short evaluation wrote
             evaluate_now(start)
         for step in range(start, config.steps):
             t0 = time.perf_counter()
             step_policy = synced.pop() if synced else sampler(model, step) if sampler is not None else policy
             same_prompt(step_policy, config.tool_prompt, GRPOError)
             same_temperature(step_policy, config.temperature)
+            if eval_tasks and step == start:  # a policy that cannot decode greedily is refused now, not steps later
+                at_temperature(step_policy, config.eval_temperature)
             pairs: list[tuple[Trajectory, Score]] = []
             taken: list[str] = []
             differ: list[str] = []  # groups with a reward spread, in draw order
@@ -892,7 +907,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
             trials_log.close()
         if writer is not None:
             writer.close()
-    result.checkpoint = _save_checkpoint(model, optimizer, config.steps, config)
+    if not (result.checkpoint and result.checkpoint.name == f"checkpoint-{config.steps}"):  # an evaluation made it
+        result.checkpoint = _save_checkpoint(model, optimizer, config.steps, config)
     final = config.out / FINAL_DIR
     shutil.rmtree(final, ignore_errors=True)
     model.save_pretrained(final)

@@ -559,11 +559,18 @@ def _resume(model: Any, optimizer: Any, scheduler: Any, config: SFTConfig, lora:
 
 
 def trim_log(log: Path, step: int) -> None:
-    """Drop log lines of steps after the checkpoint: they will be run, and logged, again."""
+    """Drop log lines of steps after the checkpoint: they will be run, and logged, again. A line cut off by a
+    killed process (no valid JSON) goes too: it was never a finished record."""
+
+    def kept(line: str) -> bool:
+        try:
+            return json.loads(line).get("step", 0) <= step
+        except (json.JSONDecodeError, AttributeError):
+            return False
+
     if not log.is_file():
         return
-    kept = [line for line in log.read_text().splitlines() if line.strip() and json.loads(line).get("step", 0) <= step]
-    log.write_text("".join(line + "\n" for line in kept))
+    log.write_text("".join(line + "\n" for line in log.read_text().splitlines() if line.strip() and kept(line)))
 
 
 def train_sft(model: Any, tokenizer: Any, samples: Sequence[Sample], config: SFTConfig, *,
