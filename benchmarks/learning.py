@@ -41,6 +41,7 @@ import argparse
 import itertools
 import json
 import re
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -66,13 +67,18 @@ GOAL = {"sft_gain": 0.30, "grpo_gain": 0.05}
 
 
 def pass_rates(run_dir: Path) -> dict[str, float]:
-    """task id -> the fraction of its trials in an evaluation run that passed (0 or 1 with one trial per task)."""
+    """task id -> the fraction of its scored trials in an evaluation run that passed (0 or 1 with one trial per
+    task). A trial lost to an infra error says nothing of the model and counts for nothing, as in the run's summary
+    and in GRPO's own evaluations, so stage rows and GRPO's steps on one curve are judged alike; a task none of
+    whose trials was scored is left out (and so out of every paired comparison)."""
     from toolworld.store.runstore import RunStore
 
     store = RunStore.open(run_dir)
     tally: dict[str, list[int]] = {}
     try:
         for traj, score, _ in store.trials():
+            if traj.failed_by_infra or (score is not None and score.infra_error):
+                continue
             tally.setdefault(traj.task_id, []).append(int(score is not None and score.success))
     finally:
         store.close()
@@ -284,7 +290,8 @@ class Bench:
 
     def evaluate(self, name: str, gguf: Path, train_wall_s: float, extra: dict[str, Any]) -> dict[str, Any]:
         """Play the held-out tasks with stage ``name``'s weights: one greedy trial per task, or ``--eval-trials``
-        trials each at ``--eval-temperature``; pass^1 is the fraction of trials that passed."""
+        trials each at ``--eval-temperature``; pass^1 is the mean over tasks of the fraction of their scored trials
+        that passed (a trial lost to an infra error counts for nothing, and is counted in ``infra_errors``)."""
         started = time.perf_counter()
         a = self.args
         engine, k, temperature = a.eval_engine, a.eval_trials, a.eval_temperature
@@ -293,10 +300,12 @@ class Bench:
                      trials=k, resume=(folder / "run.db").is_file(), concurrency=a.batch if engine == "hf" else 1,
                      limits=self.limits())  # fmt: skip
         summary = result.summary.model_dump(mode="json")  # plain values all the way down (components too)
-        n = int(summary.get("scored", 0)) + int(summary.get("infra_errors", 0))
-        wins = round(float(summary.get("success_rate", 0.0)) * int(summary.get("scored", 0)))
-        lo, hi = wilson(wins, n) if k == 1 else task_interval(list(pass_rates(folder).values()), k)
-        row = {"name": name, "pass1": wins / n if n else 0.0, "lo": lo, "hi": hi, "n": n // k, "successes": wins,
+        rates = pass_rates(folder)
+        scored = int(summary.get("scored", 0))
+        wins = round(float(summary.get("success_rate", 0.0)) * scored)
+        lo, hi = wilson(wins, scored) if k == 1 else task_interval(list(rates.values()), k)
+        row = {"name": name, "pass1": statistics.fmean(rates.values()) if rates else 0.0, "lo": lo, "hi": hi,
+               "n": len(rates), "successes": wins,
                "trials": k, "temperature": temperature,
                "infra_errors": int(summary.get("infra_errors", 0)), "mean_reward": summary.get("mean_reward"),
                # which part of the verdict moved: a stage can pass more while it identifies customers less
@@ -311,7 +320,7 @@ class Bench:
                "run": folder.name, **extra}  # fmt: skip
         (self.out / f"{name}.json").write_text(json.dumps(row, indent=2), encoding="utf-8")
         picks = row["picks"]["all"]
-        print(f"[{name}] held-out pass^1 {row['pass1']:.3f} [{lo:.3f}, {hi:.3f}] (n={n // k}, k={k}), described values "
+        print(f"[{name}] held-out pass^1 {row['pass1']:.3f} [{lo:.3f}, {hi:.3f}] (n={row['n']}, k={k}), described values "
               f"picked right {picks['right']} of {sum(picks.values())}; train {train_wall_s:.0f}s "
               f"eval {row['eval_wall_s']:.0f}s", flush=True)  # fmt: skip
         return row

@@ -92,3 +92,19 @@ def test_console_script_and_module_entry_point():
                           capture_output=True, text=True, env=os.environ, timeout=120)  # fmt: skip
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["error"]["type"] == "not_found"
+
+
+def test_an_error_names_the_commands_options_not_the_configs_fields():
+    from types import SimpleNamespace
+
+    from toolworld.cli.kit import as_options
+
+    params = [SimpleNamespace(name="eval_tasks", opts=["--eval-tasks"]), SimpleNamespace(name="kl", opts=["--kl"]),
+              SimpleNamespace(name="lr", opts=["--lr"]), SimpleNamespace(name="tasks", opts=["tasks"])]
+    ctx = SimpleNamespace(command=SimpleNamespace(params=params))
+    assert as_options("kl_coef must be >= 0, got -1.0", ctx) == "--kl must be >= 0, got -1.0"  # renamed option
+    assert as_options("lr must be > 0, got 0.0", ctx) == "--lr must be > 0, got 0.0"
+    # a path, a file name, or a field that is no option of this command stays as written
+    text = "eval_tasks go with eval_every: runs/eval_tasks/x and eval_tasks.jsonl are files; no tasks or lr here."
+    assert as_options(text, ctx) == ("--eval-tasks go with eval_every: runs/eval_tasks/x and eval_tasks.jsonl are "
+                                     "files; no tasks or lr here.")

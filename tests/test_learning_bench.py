@@ -49,6 +49,37 @@ def test_pass_rates_read_every_trial_of_a_run(bench, tmp_path):
     assert bench.paired_gain(nothing, gold)["gain"] == 1.0
 
 
+def test_a_trial_lost_to_an_infra_error_counts_for_nothing_in_a_stage_or_its_comparison(bench, tmp_path):
+    from toolworld.core import InfraError
+
+    tasks = [make_task("cancel", 0), make_task("info", 1)]
+    down = tasks[1].id
+
+    def idle_unless_down(messages: list[Any], task: Any) -> Any:
+        """A reply that solves nothing on the first task; the model server is unreachable on the second."""
+        if task.id == down:
+            raise InfraError("cannot reach http://gpu:8000/v1: connection refused", retryable=False)
+        return "Sorry, I cannot help with that."
+
+    pipeline.run("retail", tasks, ScriptedPolicy(idle_unless_down, name="flaky"), out=tmp_path / "flaky", trials=2,
+                 report=False)  # fmt: skip
+    # as the run's summary and GRPO's evaluations judge it: the unreachable task is no failure of the model, and it
+    # takes no part in a comparison (a model that lost it to the server did not break it)
+    rates = bench.pass_rates(tmp_path / "flaky")
+    assert rates == {tasks[0].id: 0.0}
+    gain = bench.paired_gain({tasks[0].id: 1.0, down: 1.0}, rates)
+    assert (gain["tasks"], gain["fixed"], gain["broke"], gain["gain"]) == (1, 0, 1, -1.0)
+    # and so in a stage's row: one task judged, the lost trials counted apart
+    b = object.__new__(bench.Bench)
+    b.args = SimpleNamespace(eval_engine="llamacpp", eval_trials=2, eval_temperature=0.3, batch=None)
+    b.out, b.world, b.heldout = tmp_path, "retail", tasks
+    b.spec = lambda *args, **kwargs: ScriptedPolicy(idle_unless_down, name="flaky")
+    b.limits = lambda **kwargs: None
+    row = b.evaluate("sft", tmp_path / "weights", 0.0, {})
+    assert (row["n"], row["pass1"], row["successes"], row["infra_errors"]) == (1, 0.0, 0, 2)
+    assert row["run"] == "eval-sft-k2-t0.3" and json.loads((tmp_path / "sft.json").read_text())["n"] == 1
+
+
 def test_the_pick_of_a_described_value_is_read_from_the_first_call_that_takes_it(bench, tmp_path):
     from toolworld.tasks.generate import generate
 

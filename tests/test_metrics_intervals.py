@@ -31,6 +31,22 @@ def test_a_large_consistent_gain_has_an_interval_above_zero_and_a_small_p():
     assert rated["gain"] == 0.25 and (rated["fixed"], rated["broke"]) == (1, 0)
 
 
+def test_no_change_on_every_task_is_not_certainty_of_no_change():
+    same = {f"t{i}": float(i % 2) for i in range(100)}
+    got = paired_gain(same, dict(same))
+    # zero variance: the bound comes from how many tasks could have moved unseen (Wilson's 100 of 100: ~96.3%)
+    w = wilson(100, 100)[0]
+    assert got["gain"] == 0.0 and got["ci"] == [round(-(1 - w), 4), round(1 - w, 4)]
+    assert 0.03 < got["ci"][1] < 0.04 and (got["fixed"], got["broke"], got["p"]) == (0, 0, 1.0)
+    # every task fixed: the gain is 1 and could be a little less, never more
+    up = paired_gain({f"t{i}": 0.0 for i in range(20)}, {f"t{i}": 1.0 for i in range(20)})
+    assert up["gain"] == 1.0 and up["ci"][1] == 1.0 and 0.6 < up["ci"][0] < 1.0
+    # one task, or none: as wide as a rate difference can be, or nearly
+    assert paired_gain({"a": 1.0}, {"a": 1.0})["ci"][1] > 0.5
+    assert paired_gain({}, {"a": 1.0}) == {"gain": 0.0, "ci": [-1.0, 1.0], "tasks": 0, "fixed": 0, "broke": 0,
+                                           "p": 1.0}
+
+
 def test_the_interval_of_a_sampled_pass1_counts_a_tasks_trials_as_fewer_draws():
     # four trials on each of 50 tasks, all-or-nothing per task: as uncertain as 50 draws, not 200
     lo, hi = task_interval([1.0] * 25 + [0.0] * 25, 4)

@@ -737,6 +737,15 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
     assert [e["step"] for e in lines(tmp_path / "o6" / "eval.jsonl")] == [0, 1]
     lone = runner.invoke(app, [*args[:6], str(tmp_path / "o7"), *args[7:], "--eval-every", "1"], catch_exceptions=False)
     assert lone.exit_code == 1 and "--eval-tasks" in json.loads(lone.output.strip().splitlines()[-1])["error"]["message"]
+    # a config check names the options the user typed, not GRPOConfig's fields
+    greedy = runner.invoke(app, [*args[:6], str(tmp_path / "o8"), *args[7:], "--eval-tasks",
+                                 str(tmp_path / "held.jsonl"), "--eval-trials", "2"], catch_exceptions=False)  # fmt: skip
+    said = json.loads(greedy.output.strip().splitlines()[-1])["error"]["message"]
+    assert said.startswith("--eval-trials must be") and "at --eval-temperature 0" in said and "eval_" not in said
+    lopsided = runner.invoke(app, [*args[:6], str(tmp_path / "o9"), *args[7:], "--balance-targets"],
+                             catch_exceptions=False)  # fmt: skip
+    said = json.loads(lopsided.output.strip().splitlines()[-1])["error"]["message"]
+    assert said.startswith("--balance-targets must be") and "--min-groups >= 1" in said and "min_groups" not in said
     missing = runner.invoke(app, ["train", "rft", str(tmp_path / "nope.jsonl"), "--model", str(model_dir), "--out",
                                   str(tmp_path / "o3"), "--k", "2"], catch_exceptions=False)  # fmt: skip
     assert json.loads(missing.output.strip().splitlines()[-1])["error"]["type"] == "not_found"

@@ -7,6 +7,7 @@ scripts can branch on ``error.type`` whichever command failed.
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -25,10 +26,40 @@ def fail(type_: str, message: str, **extra: Any) -> NoReturn:
     raise typer.Exit(1)
 
 
-def fail_with(exc: ToolworldError) -> NoReturn:
-    """Print a toolworld error as the structured error of its ``kind`` (extra fields included) and exit 1."""
+def fail_with(exc: ToolworldError, ctx: typer.Context | None = None) -> NoReturn:
+    """Print a toolworld error as the structured error of its ``kind`` (extra fields included) and exit 1. Given
+    the command's context, the configuration fields the message names are written as its options
+    (:func:`as_options`)."""
     data = exc.to_dict()
-    fail(str(data.pop("type")), str(data.pop("message")), **data)
+    message = str(data.pop("message"))
+    fail(str(data.pop("type")), as_options(message, ctx) if ctx is not None else message, **data)
+
+
+#: Configuration fields whose command-line option is named otherwise than the field.
+FIELD_OPTIONS = {"kl_coef": "kl"}
+#: A field's name: snake_case, a whole word, and not part of a path or file name (``runs/eval_tasks.jsonl``).
+_FIELD = re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w/-]|\.\w)")
+#: A one-word field at the head of a config check's message ("balance must be ...", "lr must be > 0, got 0").
+_HEAD = re.compile(r"^([a-z]+)(?= must be )")
+
+
+def as_options(message: str, ctx: typer.Context) -> str:
+    """``message`` as the user of the command ``ctx`` runs should read it. The configs behind the commands
+    (``GRPOConfig``, ``SFTConfig``) check their fields by name (``eval_trials must be 1 at eval_temperature 0``),
+    which is right from Python but names nothing a command-line user typed; here each field that is one of the
+    command's options becomes that option (``--eval-trials must be 1 at --eval-temperature 0``). Words that are
+    no option of the command, and paths, are left as they are."""
+    options: dict[str, str] = {}
+    for param in ctx.command.params:
+        flags = [flag for flag in getattr(param, "opts", ()) if flag.startswith("--")]
+        if param.name and flags:
+            options[param.name] = flags[0]
+    options.update({field: options[name] for field, name in FIELD_OPTIONS.items() if name in options})
+
+    def option(match: re.Match[str]) -> str:
+        return options.get(match.group(0), match.group(0))
+
+    return _HEAD.sub(option, _FIELD.sub(option, message), count=1)
 
 
 def world_or_fail(name: str) -> World:

@@ -74,6 +74,7 @@ def register(app: typer.Typer) -> None:
 
 @train_app.command()
 def sft(
+    ctx: typer.Context,
     source: Annotated[Path, typer.Argument(help="A run folder (its successful trials are the data) or a task file "
                                            "(the gold policy is run on it first, into OUT/gold-run).")],
     model: ModelOpt,
@@ -119,7 +120,7 @@ def sft(
                            save_every=save_every, keep_checkpoints=keep_checkpoints, resume=resume,
                            gradient_checkpointing=gradient_checkpointing, packing=packing, bf16=bf16)  # fmt: skip
     except ToolworldError as exc:
-        fail_with(exc)
+        fail_with(exc, ctx)
     if out.exists() and not out.is_dir():
         fail("invalid_option", f"--out {out} is a file; give a folder")
     if trl and (bf16 or gradient_checkpointing or not packing):
@@ -139,7 +140,7 @@ def sft(
                         gold_out=out / GOLD_RUN_DIR, quiet=as_json, tool_prompt=tool_prompt,
                         gold_policy="gold:explain=1" if explain_picks else "gold")  # fmt: skip
     except ToolworldError as exc:
-        fail_with(exc)
+        fail_with(exc, ctx)
     summary = {"steps": result.steps, "total_steps": result.total_steps, "resumed_from": result.resumed_from,
                "first_loss": result.first_loss, "final_loss": result.final_loss, "tokens": result.tokens,
                "trainable_params": result.trainable_params, "wall_s": round(result.wall_s, 2),
@@ -269,6 +270,7 @@ def _progress(quiet: bool) -> Progress:
 
 @train_app.command()
 def grpo(
+    ctx: typer.Context,
     tasks: Annotated[Path, typer.Argument(help="A task file (`toolworld tasks generate`): the tasks to play.")],
     model: ModelOpt,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: train.jsonl, trials.jsonl, "
@@ -363,7 +365,7 @@ def grpo(
                             save_trials=save_trials, eval_every=eval_every, eval_trials=eval_trials,
                             eval_temperature=eval_temperature)  # fmt: skip
     except ToolworldError as exc:
-        fail_with(exc)
+        fail_with(exc, ctx)
     if out.exists() and not out.is_dir():
         fail("invalid_option", f"--out {out} is a file; give a folder")
     if not resume and (latest_checkpoint(out) is not None or (out / LOG_FILE).exists()):
@@ -395,7 +397,7 @@ def grpo(
             result = train_grpo(trained, tokenizer, world, task_list, config, on_step=on_step, eval_tasks=held,
                                 on_eval=on_eval)  # fmt: skip
     except ToolworldError as exc:
-        fail_with(exc)
+        fail_with(exc, ctx)
     summary = {"steps": result.steps, "total_steps": result.total_steps, "resumed_from": result.resumed_from,
                "rewards": [round(r, 4) for r in result.rewards], "wall_s": round(result.wall_s, 2),
                "final": str(result.final) if result.final else None,
@@ -422,6 +424,7 @@ def grpo(
 
 @train_app.command()
 def rft(
+    ctx: typer.Context,
     tasks: Annotated[Path, typer.Argument(help="A task file (`toolworld tasks generate`): the tasks to play.")],
     model: ModelOpt,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: rft_samples.jsonl, rft.json, "
@@ -467,7 +470,7 @@ def rft(
                            save_every=save_every, keep_checkpoints=keep_checkpoints, resume=resume,
                            gradient_checkpointing=gradient_checkpointing, packing=packing, bf16=bf16)  # fmt: skip
     except ToolworldError as exc:
-        fail_with(exc)
+        fail_with(exc, ctx)
     if out.exists() and not out.is_dir():
         fail("invalid_option", f"--out {out} is a file; give a folder")
     world, task_list = _task_file(tasks)
@@ -488,7 +491,7 @@ def rft(
                                temperature=temperature, concurrency=concurrency, on_sampled=on_sampled,
                                on_step=on_step)  # fmt: skip
     except ToolworldError as exc:
-        fail_with(exc)
+        fail_with(exc, ctx)
     sft_result = result.sft
     assert sft_result is not None
     summary = {"trials": result.trials, "passed": result.passed, "kept": result.kept,

@@ -283,13 +283,26 @@ def paired_gain(before: dict[str, float], after: dict[str, float], z: float = 1.
     differences of pass rate, with the 95% normal interval of that mean, and how many tasks it fixed (rate up) and
     broke (rate down) with the sign test of that split. Two models are judged on the same tasks, so the interval of
     the difference is narrower than two overlapping per-stage intervals suggest, and it shows whether a gain is
-    larger than the churn between any two checkpoints (tasks one passes and the other fails, both ways)."""
+    larger than the churn between any two checkpoints (tasks one passes and the other fails, both ways).
+
+    When every task changed by the same amount ``d`` (most often: no task changed at all), the sample variance is
+    zero and the normal interval would claim certainty from a finite sample. The interval is then taken from the
+    share of tasks that could differ from ``d``: at most ``1 - w`` of them, ``w`` the lower Wilson bound of
+    ``n`` out of ``n``, each by at most the range of a rate (-1 to +1): ``[d*w - (1-w), d*w + (1-w)]``, clipped to
+    [-1, 1]. Unchanged on 100 tasks gives about ±3.7 points, the rule of three's bound, not ±0."""
     both = sorted(before.keys() & after.keys())
     diffs = [after[t] - before[t] for t in both]
     n = len(diffs)
     fixed = sum(1 for d in diffs if d > 0)
     broke = sum(1 for d in diffs if d < 0)
     gain = sum(diffs) / n if n else 0.0
-    half = z * math.sqrt(sum((d - gain) ** 2 for d in diffs) / (n - 1) / n) if n > 1 else 1.0
-    return {"gain": round(gain, 4), "ci": [round(gain - half, 4), round(gain + half, 4)], "tasks": n,
+    if n > 1 and any(d != diffs[0] for d in diffs):
+        half = z * math.sqrt(sum((d - gain) ** 2 for d in diffs) / (n - 1) / n)
+        lo, hi = gain - half, gain + half
+    elif n:
+        w = wilson(n, n, z)[0]
+        lo, hi = max(-1.0, gain * w - (1 - w)), min(1.0, gain * w + (1 - w))
+    else:
+        lo, hi = -1.0, 1.0
+    return {"gain": round(gain, 4), "ci": [round(lo, 4), round(hi, 4)], "tasks": n,
             "fixed": fixed, "broke": broke, "p": round(sign_test(fixed, broke), 4)}  # fmt: skip

@@ -246,7 +246,7 @@ class GRPOConfig:
                   ("updates", self.updates >= 1, ">= 1"), ("max_tokens", self.max_tokens >= 1, ">= 1"),
                   ("min_groups", self.min_groups >= 0, ">= 0 (0: no dynamic sampling)"),
                   ("max_draws", self.max_draws >= 1, ">= 1"),
-                  ("balance", not self.balance or self.min_groups >= 1, "False unless min_groups >= 1 (it spreads "
+                  ("balance", not self.balance or self.min_groups >= 1, "off (False) unless min_groups >= 1 (it spreads "
                                                                          "min_groups over the targets)"),
                   ("temperature", self.temperature > 0, "> 0 (GRPO needs sampled, varied trials)"),
                   ("max_len", self.max_len >= 2, ">= 2"), ("max_grad_norm", self.max_grad_norm > 0, "> 0"),
