@@ -58,12 +58,24 @@ from toolworld.train.grpo import ADVANTAGES, REWARDS
 STAGES = ("base", "sft", "rft", "grpo")
 #: what :meth:`Bench.evaluate` writes into a stage's row (the rest is its training's)
 EVAL_FIELDS = ("pass1", "lo", "hi", "n", "successes", "trials", "temperature", "infra_errors", "mean_reward",
-               "components", "by_demand", "picks", "terminations", "eval_wall_s", "run", "train_wall_s",
-               "evals")  # fmt: skip
+               "components", "by_demand", "picks", "terminations", "eval_wall_s", "eval_resumed", "run",
+               "train_wall_s", "evals")  # fmt: skip
 TOOL_PROMPT = "compact"
 GOAL = {"sft_gain": 0.30, "grpo_gain": 0.05}
 
 
+
+
+def grpo_log(folder: Path, resumed_from: int, took: float) -> dict[str, Any]:
+    """A GRPO stage's figures over all its steps, those of a run it resumed included: steps, the first and last
+    step's mean reward, and its training time (the logged seconds of the steps before the resume plus this call's
+    ``took``). Without it, a stage resumed after its last step reported a few seconds of training and no rewards."""
+    path = folder / "train.jsonl"
+    steps = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] \
+        if path.is_file() else []  # fmt: skip
+    earlier = sum(float(s.get("seconds", 0.0)) for s in steps[:resumed_from])
+    return {"steps": len(steps), "reward_first": steps[0]["reward"] if steps else None,
+            "reward_last": steps[-1]["reward"] if steps else None, "train_wall_s": earlier + took}  # fmt: skip
 
 
 def pass_rates(run_dir: Path) -> dict[str, float]:
@@ -296,8 +308,9 @@ class Bench:
         a = self.args
         engine, k, temperature = a.eval_engine, a.eval_trials, a.eval_temperature
         folder = self.out / eval_folder(name, k, temperature)
+        resumed = (folder / "run.db").is_file()  # an evaluation cut short goes on: its eval_wall_s is this call's
         result = run(self.world, self.heldout, self.spec(gguf, temperature=temperature, engine=engine), out=folder,
-                     trials=k, resume=(folder / "run.db").is_file(), concurrency=a.batch if engine == "hf" else 1,
+                     trials=k, resume=resumed, concurrency=a.batch if engine == "hf" else 1,
                      limits=self.limits())  # fmt: skip
         summary = result.summary.model_dump(mode="json")  # plain values all the way down (components too)
         rates = pass_rates(folder)
@@ -317,7 +330,7 @@ class Bench:
                # how the trials ended: a stage that fails by running out of turns differs from one that answers wrong
                "terminations": summary.get("terminations") or {},
                "train_wall_s": round(train_wall_s, 1), "eval_wall_s": round(time.perf_counter() - started, 1),
-               "run": folder.name, **extra}  # fmt: skip
+               "eval_resumed": resumed, "run": folder.name, **extra}  # fmt: skip
         (self.out / f"{name}.json").write_text(json.dumps(row, indent=2), encoding="utf-8")
         picks = row["picks"]["all"]
         print(f"[{name}] held-out pass^1 {row['pass1']:.3f} [{lo:.3f}, {hi:.3f}] (n={row['n']}, k={k}), described values "
@@ -468,11 +481,9 @@ class Bench:
                             eval_tasks=self.heldout if a.grpo_eval_every else None, eval_limits=self.limits())  # fmt: skip
         for policy in live:
             policy.engine.close()
-        took = time.perf_counter() - started
-        rewards = result.rewards
-        return self.evaluate("grpo", self.weights("grpo"), took, {"steps": result.steps, "tasks": len(tasks),
-                                                                 "reward_first": rewards[0] if rewards else None,
-                                                                 "reward_last": rewards[-1] if rewards else None,
+        logged = grpo_log(self.out / "grpo", result.resumed_from, time.perf_counter() - started)
+        took = logged.pop("train_wall_s")
+        return self.evaluate("grpo", self.weights("grpo"), took, {**logged, "tasks": len(tasks),
                                                                  "evals": self.step_rows(result.evals)})  # fmt: skip
 
     def step_rows(self, evals: list[Any]) -> list[dict[str, Any]]:

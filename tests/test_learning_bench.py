@@ -78,6 +78,21 @@ def test_a_trial_lost_to_an_infra_error_counts_for_nothing_in_a_stage_or_its_com
     row = b.evaluate("sft", tmp_path / "weights", 0.0, {})
     assert (row["n"], row["pass1"], row["successes"], row["infra_errors"]) == (1, 0.0, 0, 2)
     assert row["run"] == "eval-sft-k2-t0.3" and json.loads((tmp_path / "sft.json").read_text())["n"] == 1
+    # played again into the same folder, the evaluation goes on from its trials and says its time is only this call's
+    assert row["eval_resumed"] is False and b.evaluate("sft", tmp_path / "weights", 0.0, {})["eval_resumed"] is True
+
+
+def test_a_resumed_grpo_stage_reports_every_steps_reward_and_training_time(bench, tmp_path):
+    """A GRPO stage resumed after its last step (its evaluation was cut short) ran no step in this call: its row
+    still gives the first and last step's reward and the time the steps took, from the stage's log."""
+    steps = [{"step": i + 1, "reward": r, "seconds": t} for i, (r, t) in enumerate([(0.2, 100.0), (0.4, 200.0), (0.6, 300.0)])]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
+    assert bench.grpo_log(tmp_path, 3, 12.0) == {"steps": 3, "reward_first": 0.2, "reward_last": 0.6, "train_wall_s": 612.0}
+    # resumed after step 2: the third step's time is inside this call's
+    assert bench.grpo_log(tmp_path, 2, 310.0)["train_wall_s"] == 610.0
+    assert bench.grpo_log(tmp_path, 0, 650.0) == {"steps": 3, "reward_first": 0.2, "reward_last": 0.6, "train_wall_s": 650.0}
+    assert bench.grpo_log(tmp_path / "none", 0, 1.0) == {"steps": 0, "reward_first": None, "reward_last": None,
+                                                         "train_wall_s": 1.0}  # fmt: skip
 
 
 def test_the_pick_of_a_described_value_is_read_from_the_first_call_that_takes_it(bench, tmp_path):
