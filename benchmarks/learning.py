@@ -466,7 +466,7 @@ class Bench:
                             steps=a.grpo_steps, lr=a.grpo_lr, optimizer=a.grpo_optimizer, max_tokens=a.max_tokens,
                             max_len=a.max_len,
                             updates=a.grpo_updates, min_groups=a.grpo_min_groups, max_draws=a.grpo_max_draws,
-                            balance=a.grpo_balance,
+                            balance=a.grpo_balance, guide=a.grpo_guide or "",
                             advantage=a.grpo_advantage, kl_coef=a.grpo_kl,
                             reward=a.grpo_reward, temperature=a.temperature,
                             tool_prompt=TOOL_PROMPT, concurrency=a.batch if a.engine == "hf" else 1, seed=a.grpo_seed,
@@ -615,6 +615,9 @@ def main() -> None:
     p.add_argument("--grpo-balance", action="store_true",
                    help="Spread --grpo-min-groups evenly over the tasks' target tools, and train on as many of each.")
     p.add_argument("--grpo-advantage", default="grpo", choices=ADVANTAGES, help="Advantage estimator.")
+    p.add_argument("--grpo-guide", default=None, metavar="SPEC",
+                   help="Off-policy guidance: this policy's passing trial joins each group whose trials all failed, "
+                        "with reward 1 (gold, or gold:explain=1 after --explain-picks: the conversations SFT learnt).")
     p.add_argument("--grpo-eval-every", type=int, default=0,
                    help="Evaluate GRPO's policy on the held-out tasks after every K-th step, as the stages are "
                         "(--eval-trials at --eval-temperature): the curve shows each (0: only the stage's end).")

@@ -28,14 +28,18 @@ from toolworld.scoring.model import Score  # noqa: E402
 from toolworld.tasks.generate import generate  # noqa: E402
 from toolworld.tasks.model import write_jsonl  # noqa: E402
 from toolworld.tokens import TokenBuffer  # noqa: E402
+from toolworld.train.advantages import turn_spans  # noqa: E402
 from toolworld.train.data import Sample, collate  # noqa: E402
 from toolworld.train.grpo import (  # noqa: E402
     GRPOConfig,
     GRPOError,
     at_temperature,
+    guide_renderer,
+    make_optimizer,
     pick_tasks,
     target_of,
     train_grpo,
+    update,
 )
 from toolworld.train.logprobs import logprob_gap, token_logprobs  # noqa: E402
 from toolworld.train.rft import SAMPLES_FILE, SUMMARY_FILE, train_rft  # noqa: E402
@@ -361,6 +365,91 @@ def test_a_success_reward_trains_only_groups_that_both_passed_and_failed(tokeniz
     train_grpo(model, tokenizer, world, tasks[:1], config(tmp_path / "pass", steps=1, reward="success"),
                scorer=Recorder(lambda t: 0.3 + 0.7 * (t.trial % 2)), on_step=steps.append)  # fmt: skip
     assert steps[2].updated and steps[2].groups == 1 and steps[2].reward == 0.5
+
+
+def guide_logprob(model: Any, sample: Any) -> float:
+    batch = collate([Sample(input_ids=sample.input_ids, loss_mask=sample.loss_mask)], 0)
+    with torch.no_grad():
+        return float((token_logprobs(model, batch) * batch.loss_mask).sum())
+
+
+@pytest.mark.parametrize("advantage", ["grpo", "gigpo"])
+def test_a_guide_joins_a_group_that_failed_every_trial_and_is_raised_against_its_trials(
+        advantage, tokenizer, world, tasks, tmp_path):  # fmt: skip
+    """Every sampled trial fails (a tie: no update without a guide); with guide="gold" the gold conversation joins
+    the group as trial G with reward 1, rendered as the policy would produce it, and the update raises it and lowers
+    the sampled trials. GiGPO pairs the rendered turns with the gold trajectory's anchors (no turns_mismatch)."""
+    scorer = Recorder(lambda t: 1.0 if t.policy == "gold" else 0.0)
+    model = tiny_model(tokenizer)
+    start = copy.deepcopy(model)
+    steps: list[Any] = []
+    out = tmp_path / advantage
+    train_grpo(model, tokenizer, world, tasks[:1], config(out, steps=1, guide="gold", advantage=advantage,
+                                                          reward="success"),
+               scorer=scorer, on_step=steps.append)  # fmt: skip
+    step = steps[0]
+    assert step.updated and step.groups == 1 and step.guided == 1
+    assert step.trials == 2 and step.pass1 == 0.0 and step.reward == 0.0  # the policy's own trials only
+    lines = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+    assert [(r["trial"], r.get("guide", False), r["success"]) for r in lines] == [(0, False, False), (1, False, False),
+                                                                                   (2, True, True)]  # fmt: skip
+    sampled = [t for t in scorer.seen if t.policy != "gold"]
+    gold = next(t for t in scorer.seen if t.policy == "gold")
+    render = guide_renderer(tokenizer, world, "auto")
+    ids, mask = render(gold)
+    assert len(turn_spans(mask)) == gold.num_turns  # one learnt run per assistant turn, as a sampled buffer has
+    rendered = Sample(input_ids=ids, loss_mask=mask)
+    assert guide_logprob(model, rendered) > guide_logprob(start, rendered)
+    for traj in sampled:
+        assert sampled_logprob(model, traj) < sampled_logprob(start, traj)
+
+
+def test_a_group_with_a_pass_gets_no_guide_and_a_failing_guide_is_left_out(tokenizer, world, tasks, tmp_path):
+    steps: list[Any] = []
+    model = tiny_model(tokenizer)
+    train_grpo(model, tokenizer, world, tasks[:1], config(tmp_path / "a", steps=1, guide="gold"),
+               scorer=Recorder(), on_step=steps.append)  # fmt: skip
+    assert steps[0].guided == 0 and steps[0].groups == 1
+    before = weights(model)
+    train_grpo(model, tokenizer, world, tasks[:1], config(tmp_path / "b", steps=1, guide="noop"),
+               scorer=Recorder(lambda t: 0.0), on_step=steps.append)  # fmt: skip
+    assert steps[1].guided == 0 and not steps[1].updated  # the guide failed too: still a tie
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+def test_a_rendered_trial_takes_no_importance_weight_and_no_part_in_the_logprob_gap(tokenizer):
+    """A guide's trial has no sampler logprobs (stored as 0.0): weighed by TIS it would count exp(log pi) ~ 0 of
+    its gradient, and in the gap it would read as a mismatch of the sampler's."""
+    model = tiny_model(tokenizer)
+    ids = tokenizer("a rendered conversation to learn from")["input_ids"]
+    mask = [0, 0] + [1] * (len(ids) - 2)
+    probe = collate([Sample(input_ids=ids, loss_mask=mask)], 0)
+    with torch.no_grad():
+        own = [float(x) for x in token_logprobs(model, probe)[0]]
+    sampled = Sample(input_ids=ids, loss_mask=mask, logprobs=[lp * m for lp, m in zip(own, mask, strict=True)], advantage=0.0,
+                     group="t", meta={"reward": 0.0})  # fmt: skip
+    moved = {}
+    for is_rendered in (False, True):
+        m = copy.deepcopy(model)
+        guide = Sample(input_ids=ids, loss_mask=mask, logprobs=[0.0] * len(ids), advantage=1.0, group="t",
+                       meta={"reward": 1.0, **({"rendered": True} if is_rendered else {})})  # fmt: skip
+        cfg = config(Path("unused"), lr=0.05, optimizer="sgd", packing=False)  # a step in proportion to the gradient
+        params = [p for p in m.parameters() if p.requires_grad]
+        stats = update(m, None, [sampled, guide], make_optimizer(params, cfg), params, cfg, 0)
+        moved[is_rendered] = guide_logprob(m, guide) - guide_logprob(model, guide)
+        if is_rendered:
+            assert stats["logprob_gap"] < 1e-4  # the sampled trial's own gap: the trainer is the sampler here
+        else:
+            assert stats["logprob_gap"] > 1.0
+    assert moved[True] > 10 * max(moved[False], 1e-6)
+
+
+def test_a_guide_that_does_not_build_is_refused_before_anything_is_sampled(tokenizer, world, tasks, tmp_path):
+    scorer = Recorder()
+    with pytest.raises(GRPOError) as err:
+        train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(tmp_path / "o", guide="nope:x"),
+                   scorer=scorer)  # fmt: skip
+    assert err.value.kind == "invalid_option" and "guide" in str(err.value) and not scorer.seen
 
 
 def test_infra_errors_take_no_part(tokenizer, world, tasks, tmp_path):
@@ -727,6 +816,16 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
     assert dyn.exit_code == 0, dyn.output
     step = json.loads((tmp_path / "o5" / "train.jsonl").read_text().splitlines()[0])
     assert (step["draws"], step["tasks"], step["trials"], step["groups"]) == (2, 2, 4, 0)
+    # a guide from the command line: the random model fails the task twice, gold passes it, and that group trains
+    gui = runner.invoke(app, [*args[:6], str(tmp_path / "o9"), *args[7:], "--guide", "gold", "--reward", "success"],
+                        catch_exceptions=False)  # fmt: skip
+    assert gui.exit_code == 0, gui.output
+    step = json.loads((tmp_path / "o9" / "train.jsonl").read_text().splitlines()[0])
+    assert (step["trials"], step["pass1"], step["guided"], step["groups"], step["updated"]) == (2, 0.0, 1, 1, True)
+    bad_guide = runner.invoke(app, [*args[:6], str(tmp_path / "o10"), *args[7:], "--guide", "gold:bogus=1"],
+                              catch_exceptions=False)  # fmt: skip
+    error = json.loads(bad_guide.output.strip().splitlines()[-1])["error"]
+    assert bad_guide.exit_code == 1 and error["type"] == "invalid_option" and "guide" in error["message"]
     # held-out evaluation from the command line: before the step and after it, in the JSON summary and eval.jsonl
     write_jsonl(tmp_path / "held.jsonl", generate("retail", 1, seed=1, sampler="target").tasks)
     ev = runner.invoke(app, [*args[:6], str(tmp_path / "o6"), *args[7:], "--eval-tasks", str(tmp_path / "held.jsonl")],

@@ -308,6 +308,11 @@ def grpo(
                                           "target tools (their synthesis targets): later draws pick from targets "
                                           "still short, and the update trains on as many groups of each, so no "
                                           "kind of request makes up an update by the luck of the draw.")] = False,
+    guide: Annotated[str | None, typer.Option("--guide", help="A policy SPEC whose passing trial joins every group "
+                                              "in which all the model's trials failed, with reward 1, so that the "
+                                              "update has an alternative to raise against them (off-policy "
+                                              "guidance): gold, gold:explain=1 (the conversations SFT learnt with "
+                                              "--explain-picks), or a stronger model, openai:MODEL@URL.")] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per assistant turn.")] = 512,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature; the update "
                                                "trains the policy at the same temperature (softmax(logits / T)), "
@@ -358,7 +363,7 @@ def grpo(
         config = GRPOConfig(out=out, group=group, tasks_per_step=tasks_per_step, steps=steps, lr=lr, clip=clip,
                             optimizer=optimizer,
                             kl_coef=kl, advantage=advantage, reward=reward, updates=updates, min_groups=min_groups,
-                            max_draws=max_draws, balance=balance, max_tokens=max_tokens,
+                            max_draws=max_draws, balance=balance, guide=guide or "", max_tokens=max_tokens,
                             temperature=temperature, max_len=max_len, concurrency=concurrency, seed=seed,
                             save_every=save_every, keep_checkpoints=keep_checkpoints, resume=resume,
                             gradient_checkpointing=gradient_checkpointing, packing=packing, bf16=bf16,
@@ -384,8 +389,9 @@ def grpo(
             def on_step(entry: GRPOStep) -> None:
                 gap = f" · gap {entry.logprob_gap:.3f}" if entry.logprob_gap is not None else ""
                 due = held and (entry.step % eval_every == 0 or entry.step == steps)
+                guided = f" ({entry.guided} guided)" if entry.guided else ""
                 progress.update(bar, completed=entry.step, extra=f"reward {entry.reward:.3f} · pass^1 "
-                                f"{entry.pass1:.2f} · {entry.groups}/{entry.tasks} groups differ{gap} · "
+                                f"{entry.pass1:.2f} · {entry.groups}/{entry.tasks} groups differ{guided}{gap} · "
                                 f"{entry.tokens_per_s:,.0f} tok/s{said['eval']}"
                                 f"{' · evaluating' if due else ''}")  # fmt: skip
 

@@ -9,6 +9,7 @@ One step of :func:`train_grpo`::
           and draws < max_draws: N more tasks, G trials each   # pick_tasks(..., draw=d, taken=the step's so far)
     (balance: each target tool needs ceil(min_groups / targets) groups; later draws pick from targets still short,
      and the update keeps that many groups of each target, the first drawn)
+    guide: a group whose G trials all failed gets the guide's passing trial as member G+1 (reward 1)
     A_i    = advantage(r of the task's G trials)               # grpo | dr_grpo | mc_grpo | gigpo
              (gigpo adds, per turn's tokens, the step-level advantage over turns taken in the same situation:
               same world state, same user and tool messages so far)
@@ -24,6 +25,16 @@ of the update; a step where every group ties makes no update. With ``min_groups`
 until that many groups differ (DAPO's dynamic sampling, bounded by ``max_draws``): a policy that passes most tasks
 all-or-nothing (SmolLM2-135M at T 0.3 differs on ~2 of 6) would otherwise update on one or two groups at a time.
 Ties still cost their sampling; what the option buys is the size of each update.
+``guide`` (a policy spec, e.g. ``gold:explain=1``) is off-policy guidance (LUFFY, Yan et al. 2025): where the policy
+failed a task in every trial, on-policy GRPO has nothing to reinforce, and a small policy at a low temperature fails
+the same way every time (the wrong order picked in all 8 trials), so it never sees the alternative. The guide plays
+the task once; its passing conversation joins the group with reward 1, rendered through the policy's own chat
+template and tool prompt (as SFT renders gold), so the update raises it and lowers the policy's own failures against
+it, and with GiGPO the step-level advantage falls on the turn where they parted (the guide and the trials share
+anchor states until then). A rendered trial was never sampled: it has no sampler logprobs, so truncated importance
+sampling leaves it alone (weight 1) and ``logprob_gap`` is measured on the sampled trials only. Its ratio is taken
+against the trainer before the update (``pi / pi_old``, clipped as any other), not against the guide's own
+probability, which a conversation replayed from gold does not have.
 ``balance`` gathers them evenly over the tasks' target tools (``target_of``), so that one kind of request cannot
 make up a step's update by the luck of the draw. Neither makes a single update safe for a small policy: on
 SmolLM2-135M, six groups (balanced or not) moved the next step's tasks further from what they asked than three
@@ -100,8 +111,9 @@ if TYPE_CHECKING:
     from .data import Sample
 
 __all__ = ["ADVANTAGES", "OPTIMIZERS", "REWARDS", "GRPOConfig", "GRPOError", "GRPOEval", "GRPOResult", "GRPOStep",
-           "Scorer", "advantaged", "at_temperature", "estimator", "evaluate", "make_optimizer", "pick_tasks", "rollouts",
-           "samples_from_trajectories", "success_only", "target_of", "train_grpo", "trial_record", "update"]  # fmt: skip
+           "Scorer", "advantaged", "at_temperature", "estimator", "evaluate", "guide_renderer", "guide_trials",
+           "make_optimizer", "pick_tasks", "rollouts", "samples_from_trajectories", "success_only", "target_of",
+           "train_grpo", "trial_record", "update"]  # fmt: skip
 
 ADVANTAGES = ("grpo", "mc_grpo", "dr_grpo", "gigpo")
 #: What a trial is rewarded with: the scorer's weighted components (``partial``) or 1 for success, else 0.
@@ -116,10 +128,10 @@ EVAL_TRIALS_FILE = "eval-trials.jsonl"
 Scorer = Callable[["Task", "Trajectory"], "Score"]
 # Options a resumed run must share with its checkpoint: changing them mid-run would make it another experiment.
 _RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "reward", "lr", "clip", "tis_cap", "kl_coef", "updates",
-                "max_tokens", "temperature", "max_len", "optimizer", "min_groups", "max_draws", "balance")  # fmt: skip
+                "max_tokens", "temperature", "max_len", "optimizer", "min_groups", "max_draws", "balance", "guide")  # fmt: skip
 #: What a checkpoint written before a key was recorded was trained with: the value then, not today's default (an
 #: AdamW checkpoint resumed as SGD would load Adam's moments into SGD and fail a whole sampling step later).
-_LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw", "min_groups": 0, "max_draws": 4, "balance": False}
+_LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw", "min_groups": 0, "max_draws": 4, "balance": False, "guide": ""}
 
 
 def _adamw(params: list[Any], config: GRPOConfig) -> Any:
@@ -188,6 +200,9 @@ class GRPOConfig:
     max_draws: int = 4
     #: Gather ``min_groups`` evenly over the tasks' target tools (``target_of``), and train on that many of each.
     balance: bool = False
+    #: A policy spec (``gold``, ``gold:explain=1``, ``openai:MODEL@URL``...) whose passing trial joins every group
+    #: where all sampled trials failed, with reward 1 (off-policy guidance; see the module docstring). "": none.
+    guide: str = ""
     max_tokens: int = 512
     temperature: float = 1.0
     max_len: int = 8192
@@ -277,6 +292,7 @@ class GRPOStep:
     ``logprob_gap`` (mean |trainer - sampler| logprob of the sampled tokens, before the update) and ``loss`` are
     token means over the groups that were trained on, None when the step made no update (``updated`` False).
     ``tokens`` counts the sampled tokens of the step; ``tokens_per_s`` is that over the whole step's ``seconds``.
+    ``reward``, ``pass1``, ``trials`` and ``tokens`` are the policy's own trials: a guide's are counted in ``guided``.
     """
 
     step: int
@@ -286,6 +302,7 @@ class GRPOStep:
     trials: int
     infra_errors: int
     groups: int  # groups with a reward spread that were trained on (balance leaves a target's extra ones out)
+    guided: int  # groups whose trials all failed and that the guide's passing trial joined (0 without a guide)
     updated: bool
     tasks: int  # tasks played this step (more than tasks_per_step when dynamic sampling drew again)
     draws: int
@@ -437,42 +454,87 @@ def rollouts(world: World, tasks: Sequence[Task], policy: Any, *, trials: int, s
     return [(traj, score(by_id[traj.task_id], traj)) for traj in trajectories]
 
 
-def samples_from_trajectories(pairs: Iterable[tuple[Trajectory, Score]], *, max_len: int | None = None) -> list[Sample]:
+def samples_from_trajectories(pairs: Iterable[tuple[Trajectory, Score]], *, max_len: int | None = None,
+                              render: Callable[[Trajectory], tuple[list[int], list[int]]] | None = None,
+                              ) -> list[Sample]:  # fmt: skip
     """Training samples from scored trials' token buffers: the sampled ids, loss mask and sampler logprobs as they
     are, ``group`` the task id, the score in ``meta`` (``task_id``, ``trial``, ``reward``, ``success``).
 
-    Trials that ended on an infra error (unscored: their reward says nothing) or hold no token buffer (a
-    message-level policy) are left out. ``max_len`` cuts each sample to its first tokens.
+    Trials that ended on an infra error (unscored: their reward says nothing) are left out, and so are those that
+    hold no token buffer (a message-level policy) unless ``render`` is given: ``render(trajectory) -> (ids, mask)``
+    then makes their tokens from their messages (a guide's trial, see :func:`guide_renderer`), with no sampler
+    logprobs (0.0) and ``meta["rendered"]`` True. ``max_len`` cuts each sample to its first tokens.
     """
     from ..tokens import TokenBuffer
     from .data import Sample, truncate
 
     out = []
     for traj, score in pairs:
-        if traj.failed_by_infra or score.infra_error or not traj.token_buffer:
+        if traj.failed_by_infra or score.infra_error or not (traj.token_buffer or render):
             continue
-        buf = TokenBuffer.from_dict(traj.token_buffer)
-        logprobs = [lp if m and lp is not None else 0.0 for lp, m in zip(buf.logprobs, buf.mask, strict=True)]
-        sample = Sample(input_ids=list(buf.ids), loss_mask=list(buf.mask), logprobs=logprobs, group=traj.task_id,
-                        meta={"task_id": traj.task_id, "trial": traj.trial, "reward": float(score.reward),
-                              "success": bool(score.success), "termination": traj.termination})  # fmt: skip
+        meta = {"task_id": traj.task_id, "trial": traj.trial, "reward": float(score.reward),
+                "success": bool(score.success), "termination": traj.termination}  # fmt: skip
+        if traj.token_buffer:
+            buf = TokenBuffer.from_dict(traj.token_buffer)
+            ids, mask = list(buf.ids), list(buf.mask)
+            logprobs = [lp if m and lp is not None else 0.0 for lp, m in zip(buf.logprobs, buf.mask, strict=True)]
+        else:
+            assert render is not None
+            ids, mask = render(traj)
+            logprobs, meta["rendered"] = [0.0] * len(ids), True
+        sample = Sample(input_ids=ids, loss_mask=mask, logprobs=logprobs, group=traj.task_id, meta=meta)
         out.append(truncate(sample, max_len) if max_len is not None else sample)
     return out
+
+
+def guide_renderer(tokenizer: Any, world: World, tool_prompt: str) -> Callable[[Trajectory], tuple[list[int], list[int]]]:
+    """``render(trajectory) -> (ids, mask)`` for :func:`samples_from_trajectories`: a message-level trial (a guide's)
+    as the policy would have produced it, through ``tokenizer``'s chat template with the tools stated as
+    ``tool_prompt`` states them and the token bridge of a live episode (``store.export.render_sft``, what SFT trains
+    on); the mask is 1 on the assistant turns' tokens, one run per turn, as a sampled buffer's."""
+    from ..store.export import chat_messages, render_sft
+    from ..tokens import ChatTemplate
+
+    template = ChatTemplate(tokenizer, world.openai_tools(), tool_prompt=tool_prompt)
+
+    def render(trajectory: Trajectory) -> tuple[list[int], list[int]]:
+        ids, mask, _ = render_sft(template, chat_messages(trajectory.messages))
+        return ids, mask
+
+    return render
+
+
+def guide_trials(world: World, tasks: Sequence[Task], guide: Any, *, number: int, scorer: Scorer | None = None,
+                 concurrency: int = 8, limits: Limits | None = None,
+                 user: UserSimulator | None = None) -> list[tuple[Trajectory, Score]]:  # fmt: skip
+    """The guide policy's passing trial of each of ``tasks`` (those whose sampled trials all failed), numbered
+    trial ``number`` (the group's size: it comes after the group's own trials). A guide trial that failed or ended
+    on an infra error is dropped: it would only add one more failure to a group of failures."""
+    pairs = rollouts(world, tasks, guide, trials=1, scorer=scorer, concurrency=concurrency, limits=limits, user=user)
+    return [(traj.model_copy(update={"trial": number}), score.model_copy(update={"trial": number}))
+            for traj, score in pairs if score.success and not (traj.failed_by_infra or score.infra_error)]  # fmt: skip
+
+
+def _all_failed(pairs: Sequence[tuple[Trajectory, Score]]) -> list[str]:
+    """Task ids (in order) whose scored trials all failed: the groups a guide joins."""
+    verdicts: dict[str, list[bool]] = defaultdict(list)
+    for traj, score in pairs:
+        if not (traj.failed_by_infra or score.infra_error):
+            verdicts[traj.task_id].append(bool(score.success))
+    return [task for task, passed in verdicts.items() if not any(passed)]
 
 
 def _step_level(samples: Sequence[Sample], pairs: Sequence[tuple[Trajectory, Score]]) -> None:
     """GiGPO: per-token advantages from the episode level plus the step level, the anchor states being the world
     state each turn was taken in and what the agent had been shown by then (``advantages.anchor_states``); see
     :func:`toolworld.train.advantages.gigpo`."""
-    from ..tokens import TokenBuffer
     from .advantages import episode_from_trajectory, gigpo
 
     trajectories = {(t.task_id, t.trial): t for t, _ in pairs}
     episodes = []
     for s in samples:
         traj = trajectories[(s.meta["task_id"], s.meta["trial"])]
-        cut = len(s.input_ids) < len(TokenBuffer.from_dict(traj.token_buffer or {}).ids)
-        episodes.append(episode_from_trajectory(traj, s, float(s.meta["reward"]), truncated=cut))
+        episodes.append(episode_from_trajectory(traj, s, float(s.meta["reward"]), truncated="truncated_from" in s.meta))
     for s, advantages in zip(samples, gigpo(episodes), strict=True):
         s.token_advantages = advantages
 
@@ -485,13 +547,15 @@ def _spread_groups(samples: Sequence[Sample]) -> set[str]:
     return {g for g, rs in rewards.items() if len(rs) > 1 and max(rs) - min(rs) > 1e-9}
 
 
-def advantaged(pairs: Sequence[tuple[Trajectory, Score]],
-               config: GRPOConfig) -> tuple[list[Sample], list[Sample], set[str]]:  # fmt: skip
+def advantaged(pairs: Sequence[tuple[Trajectory, Score]], config: GRPOConfig, *,
+               render: Callable[[Trajectory], tuple[list[int], list[int]]] | None = None,
+               ) -> tuple[list[Sample], list[Sample], set[str]]:  # fmt: skip
     """One step's scored trials as training samples with ``config.advantage``'s advantages: all of them, those the
-    update trains on (groups whose rewards differ, with a token to learn), and those groups."""
+    update trains on (groups whose rewards differ, with a token to learn), and those groups. ``render`` makes the
+    tokens of trials without a buffer (a guide's, :func:`guide_renderer`); each is a member of its task's group."""
     from .advantages import assign
 
-    samples = samples_from_trajectories(pairs, max_len=config.max_len)
+    samples = samples_from_trajectories(pairs, max_len=config.max_len, render=render)
     assign(samples, estimator(config.advantage))
     if config.advantage == "gigpo":
         _step_level(samples, pairs)
@@ -518,13 +582,20 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
 
     first = next(model.parameters())
     assert config.batch_tokens is not None
-    if config.packing:
-        packed = pack(samples, config.batch_tokens, pad_id, share_prefix=config.share_prefix)
-    else:
-        packed = [collate([s], pad_id) for s in samples if len(s)]
+    # a rendered trial (a guide's) goes in micro-batches of its own: it has no sampler logprobs to weigh against
+    families = ([s for s in samples if not s.meta.get("rendered")], [s for s in samples if s.meta.get("rendered")])
+    packed, rendered = [], []
+    for family, is_rendered in zip(families, (False, True), strict=True):
+        if config.packing:
+            rows = pack(family, config.batch_tokens, pad_id, share_prefix=config.share_prefix) if family else []
+        else:
+            rows = [collate([s], pad_id) for s in family if len(s)]
+        packed += rows
+        rendered += [is_rendered] * len(rows)
     micro = [b.to(first.device, dtype=first.dtype) for b in packed]
     counts = [float(b.loss_mask.sum()) for b in micro]
     total = sum(counts)
+    sampled = sum(n for n, r in zip(counts, rendered, strict=True) if not r)
     none: list[Any] = [None] * len(micro)
     autocast = functools.partial(torch.autocast, first.device.type, dtype=torch.bfloat16, enabled=config.bf16)
     with torch.no_grad(), autocast():
@@ -535,14 +606,18 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
         refs = [token_logprobs(ref_model, b, temperature=t) for b in micro] if ref_model is not None else none
     sums: dict[str, float] = defaultdict(float)
     with layer_checkpointing(model, config.gradient_checkpointing), autocast():
-        _steps(model, micro, olds, refs, counts, total, optimizer, params, config, sums)
+        _steps(model, micro, olds, refs, counts, total, optimizer, params, config, sums, rendered)
     weight = total * config.updates
-    return {key: value / weight for key, value in sums.items()}
+    stats = {key: value / weight for key, value in sums.items()}
+    stats["logprob_gap"] = sums["logprob_gap"] / max(sampled * config.updates, 1.0)  # the sampled tokens' alone
+    return stats
 
 
 def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], counts: list[float], total: float,
-           optimizer: Any, params: list[Any], config: GRPOConfig, sums: dict[str, float]) -> None:  # fmt: skip
-    """The optimizer steps of :func:`update`, adding each one's token-weighted stats to ``sums``."""
+           optimizer: Any, params: list[Any], config: GRPOConfig, sums: dict[str, float],
+           rendered: list[bool]) -> None:  # fmt: skip
+    """The optimizer steps of :func:`update`, adding each one's token-weighted stats to ``sums``; a ``rendered``
+    micro-batch (a guide's trials) takes no importance weight and adds nothing to the logprob gap."""
     import torch
 
     from .losses import policy_loss
@@ -552,15 +627,15 @@ def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], count
         optimizer.zero_grad(set_to_none=True)
         # unpacked trials run the prompt they share once per update (it changes with the weights)
         prefix = SharedPrefix(model, micro, enabled=kv_shareable(config))
-        for batch, old, ref, n in zip(prefix.batches, olds, refs, counts, strict=True):
-            loss, stats = policy_loss(model, batch, clip=config.clip, tis_cap=config.tis_cap, kl_coef=config.kl_coef,
-                                      ref_logprobs=prefix.slice(ref), old_logprobs=prefix.slice(old),
-                                      temperature=config.temperature)  # fmt: skip
+        for batch, old, ref, n, guide in zip(prefix.batches, olds, refs, counts, rendered, strict=True):
+            loss, stats = policy_loss(model, batch, clip=config.clip, tis_cap=None if guide else config.tis_cap,
+                                      kl_coef=config.kl_coef, ref_logprobs=prefix.slice(ref),
+                                      old_logprobs=prefix.slice(old), temperature=config.temperature)  # fmt: skip
             # each micro-batch's loss is its token mean: weighting by its share of tokens makes the step's loss
             # the token mean over all of them, as one batch would give
             (loss * (n / total)).backward()
             sums["loss"] += float(loss.detach()) * n
-            for key in ("kl", "clip_frac", "logprob_gap"):
+            for key in ("kl", "clip_frac", *(() if guide else ("logprob_gap",))):
                 sums[key] += stats[key] * n
         prefix.backward()
         sums["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)) * total
@@ -716,6 +791,20 @@ def _tensorboard(config: GRPOConfig) -> Any:
 # --------------------------------------------------------------------------------------------------- the loop
 
 
+def _guide(config: GRPOConfig, tokenizer: Any, world: World) -> tuple[Any, Any]:
+    """The guide policy of ``config.guide`` and the renderer of its trials, or (None, None) without one; a spec
+    that does not build is refused before anything is sampled."""
+    if not config.guide:
+        return None, None
+    from ..rollout.backends import make_policy
+
+    try:
+        guide = make_policy(config.guide)
+    except ValueError as exc:
+        raise GRPOError(f"guide: {exc}", kind="invalid_option") from exc
+    return guide, guide_renderer(tokenizer, world, config.tool_prompt)
+
+
 def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], config: GRPOConfig, *,
                on_step: Callable[[GRPOStep], Any] | None = None, scorer: Scorer | None = None,
                limits: Limits | None = None, user: UserSimulator | None = None,
@@ -779,6 +868,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     judge = scorer  # evaluations report the scorer's own reward, whatever the run trains on
     if config.reward == "success":
         scorer = success_only(scorer or (lambda task, traj: score_trajectory(task, traj, world=world)))
+    guide, render = _guide(config, tokenizer, world)
+    by_id = {t.id: t for t in tasks}
     result = GRPOResult(config.out, start, config.steps, resumed_from=start, evals=_read_evals(config.out))
     if result.evals and eval_tasks:  # gains are over the first evaluation: every later one must be its like
         was = result.evals[0]
@@ -833,6 +924,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
             if eval_tasks and step == start:  # a policy that cannot decode greedily is refused now, not steps later
                 at_temperature(step_policy, config.eval_temperature)
             pairs: list[tuple[Trajectory, Score]] = []
+            guided: list[tuple[Trajectory, Score]] = []  # the guide's passing trials, one per group it joined
             taken: list[str] = []
             differ: list[str] = []  # groups with a reward spread, in draw order
             draws = 0
@@ -848,17 +940,23 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                                  salt=derive_seed(config.seed, step), concurrency=config.concurrency, limits=limits,
                                  user=user)  # fmt: skip
                 pairs += drawn
+                helped = guide_trials(world, [by_id[i] for i in _all_failed(drawn)], guide, number=config.group,
+                                      scorer=scorer, concurrency=config.concurrency, limits=limits,
+                                      user=user) if guide is not None else []  # fmt: skip
+                guided += helped
                 if trials_log is not None:  # per draw: a run stopped mid-step keeps what it sampled
                     trials_log.writelines(json.dumps(trial_record(step + 1, traj, score)) + "\n"
                                           for traj, score in drawn)  # fmt: skip
+                    trials_log.writelines(json.dumps({**trial_record(step + 1, traj, score), "guide": True}) + "\n"
+                                          for traj, score in helped)  # fmt: skip
                     trials_log.flush()
-                spread = _spread_groups(samples_from_trajectories(pairs))
+                spread = _spread_groups(samples_from_trajectories(pairs)) | {t.task_id for t, _ in guided}
                 differ = [g for g in taken if g in spread]
                 have = Counter(target[g] for g in differ)
                 if all(have[t] >= quota for t in targets) if quota else len(differ) >= config.min_groups:
                     break
             t_sampled = time.perf_counter()
-            samples, train_on, spread = advantaged(pairs, config)
+            samples, train_on, spread = advantaged([*pairs, *guided], config, render=render)
             if quota:
                 spread = set(_even([g for g in taken if g in spread], target, quota))
                 train_on = [s for s in train_on if s.group in spread]
@@ -868,12 +966,13 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                 stats = update(model, ref_model, train_on, optimizer, params, config, pad_id)
                 engine.reset_cache()
             took = time.perf_counter() - t0
-            tokens = sum(sum(s.loss_mask) for s in samples)
+            tokens = sum(sum(s.loss_mask) for s in samples if not s.meta.get("rendered"))
             entry = GRPOStep(
                 step=step + 1, total_steps=config.steps,
                 reward=statistics.fmean(s.reward for s in scored) if scored else 0.0,
                 pass1=statistics.fmean(float(s.success) for s in scored) if scored else 0.0,
-                trials=len(pairs), infra_errors=len(pairs) - len(scored), groups=len(spread), updated=bool(train_on),
+                trials=len(pairs), infra_errors=len(pairs) - len(scored), groups=len(spread),
+                guided=len(guided), updated=bool(train_on),
                 tasks=len(taken), draws=draws,
                 loss=stats.get("loss"), kl=stats.get("kl"), clip_frac=stats.get("clip_frac"),
                 logprob_gap=stats.get("logprob_gap"), grad_norm=stats.get("grad_norm"), tokens=tokens,
