@@ -342,15 +342,23 @@ class Bench:
         self.load()
         return self.evaluate("base", self.weights("base"), 0.0, {})
 
+    def sft_data(self) -> list[Any]:
+        """SFT's conversations: the gold of the training tasks (with pick notes under ``--explain-picks``),
+        rendered through the loaded tokenizer as the policy is prompted."""
+        from toolworld.train.sft import sft_samples
+
+        a = self.args
+        return sft_samples(self.out / "train.jsonl", self.tokenizer, gold_out=self.out / "gold-train",
+                           max_len=a.max_len, tool_prompt=TOOL_PROMPT,
+                           gold_policy="gold:explain=1" if a.explain_picks else "gold")  # fmt: skip
+
     def sft(self) -> dict[str, Any]:
-        from toolworld.train.sft import SFTConfig, sft_samples, train_sft
+        from toolworld.train.sft import SFTConfig, train_sft
 
         self.load()
         a = self.args
         started = time.perf_counter()
-        samples = sft_samples(self.out / "train.jsonl", self.tokenizer, gold_out=self.out / "gold-train",
-                              max_len=a.max_len, tool_prompt=TOOL_PROMPT,
-                              gold_policy="gold:explain=1" if a.explain_picks else "gold")  # fmt: skip
+        samples = self.sft_data()
         config = SFTConfig(out=self.out / "sft", lr=a.sft_lr, epochs=a.sft_epochs, max_len=a.max_len,
                            batch_tokens=max(a.batch_tokens, a.max_len), tool_prompt=TOOL_PROMPT, seed=0, **self.cpu_sft(),
                            resume=(self.out / "sft" / "train.jsonl").exists())  # fmt: skip
@@ -466,7 +474,7 @@ class Bench:
                             steps=a.grpo_steps, lr=a.grpo_lr, optimizer=a.grpo_optimizer, max_tokens=a.max_tokens,
                             max_len=a.max_len,
                             updates=a.grpo_updates, min_groups=a.grpo_min_groups, max_draws=a.grpo_max_draws,
-                            balance=a.grpo_balance, guide=a.grpo_guide or "",
+                            balance=a.grpo_balance, guide=a.grpo_guide or "", sft_coef=a.grpo_sft,
                             advantage=a.grpo_advantage, kl_coef=a.grpo_kl,
                             reward=a.grpo_reward, temperature=a.temperature,
                             tool_prompt=TOOL_PROMPT, concurrency=a.batch if a.engine == "hf" else 1, seed=a.grpo_seed,
@@ -478,7 +486,8 @@ class Bench:
         result = train_grpo(self.model, self.tokenizer, self.world, tasks, config,
                             sampler=exported if a.engine == "llamacpp" else self.hf_sampler("grpo"),
                             limits=self.limits(sampling=True),
-                            eval_tasks=self.heldout if a.grpo_eval_every else None, eval_limits=self.limits())  # fmt: skip
+                            eval_tasks=self.heldout if a.grpo_eval_every else None, eval_limits=self.limits(),
+                            sft=self.sft_data() if a.grpo_sft else None)  # fmt: skip
         for policy in live:
             policy.engine.close()
         logged = grpo_log(self.out / "grpo", result.resumed_from, time.perf_counter() - started)
@@ -615,6 +624,9 @@ def main() -> None:
     p.add_argument("--grpo-balance", action="store_true",
                    help="Spread --grpo-min-groups evenly over the tasks' target tools, and train on as many of each.")
     p.add_argument("--grpo-advantage", default="grpo", choices=ADVANTAGES, help="Advantage estimator.")
+    p.add_argument("--grpo-sft", type=float, default=0.0, metavar="COEF",
+                   help="Mix SFT's loss on its own conversations into every GRPO update with this weight (PPO-ptx; "
+                        "0: none), 4 conversations a step.")
     p.add_argument("--grpo-guide", default=None, metavar="SPEC",
                    help="Off-policy guidance: this policy's passing trial joins each group whose trials all failed, "
                         "with reward 1 (gold, or gold:explain=1 after --explain-picks: the conversations SFT learnt).")

@@ -452,6 +452,45 @@ def test_a_guide_that_does_not_build_is_refused_before_anything_is_sampled(token
     assert err.value.kind == "invalid_option" and "guide" in str(err.value) and not scorer.seen
 
 
+def test_the_supervised_term_pulls_towards_its_conversations_and_is_logged_before_its_weight(tokenizer):
+    """With no advantage anywhere the policy term has no gradient; sft_coef > 0 alone then moves the model, raising
+    the supervised conversation, and the step reports that conversation's NLL (not times the coefficient)."""
+    model = tiny_model(tokenizer)
+    ids = tokenizer("a conversation SFT learnt and GRPO should not forget")["input_ids"]
+    mask = [0, 0] + [1] * (len(ids) - 2)
+    trial = Sample(input_ids=ids, loss_mask=mask, logprobs=[0.0] * len(ids), advantage=0.0, group="t",
+                   meta={"reward": 0.0})  # fmt: skip
+    kept = Sample(input_ids=ids[::-1], loss_mask=mask)
+    start = -guide_logprob(model, kept) / sum(mask)
+    moved = {}
+    for coef in (0.0, 1.0):
+        m = copy.deepcopy(model)
+        cfg = config(Path("unused"), lr=1e-3, packing=False, sft_coef=coef)
+        params = [p for p in m.parameters() if p.requires_grad]
+        stats = update(m, None, [trial], make_optimizer(params, cfg), params, cfg, 0, sft=[kept])
+        moved[coef] = guide_logprob(m, kept) - guide_logprob(model, kept)
+        assert ("sft_loss" in stats) == bool(coef)
+        if coef:
+            assert stats["sft_loss"] == pytest.approx(start, rel=1e-4)
+    assert moved[0.0] == 0.0 and moved[1.0] > 0.1
+
+
+def test_a_run_with_a_supervised_term_logs_it_every_update_and_refuses_half_of_it(tokenizer, world, tasks, tmp_path):
+    ids = tokenizer("kept conversation")["input_ids"]
+    kept = [Sample(input_ids=ids, loss_mask=[0] + [1] * (len(ids) - 1)) for _ in range(3)]
+    steps: list[Any] = []
+    train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(tmp_path / "o", steps=1, sft_coef=0.5,
+                                                                          sft_batch=2),
+               scorer=Recorder(), on_step=steps.append, sft=kept)  # fmt: skip
+    assert steps[0].updated and steps[0].sft_loss is not None and steps[0].sft_loss > 0
+    assert json.loads((tmp_path / "o" / "train.jsonl").read_text().splitlines()[0])["sft_loss"] == steps[0].sft_loss
+    for kw, given in (({"sft_coef": 0.5}, None), ({}, kept)):
+        with pytest.raises(GRPOError) as err:
+            train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(tmp_path / "x", **kw),
+                       scorer=Recorder(), sft=given)  # fmt: skip
+        assert err.value.kind == "invalid_option" and "sft_coef" in str(err.value)
+
+
 def test_infra_errors_take_no_part(tokenizer, world, tasks, tmp_path):
     """An unscored trial (infra error) is neither in the reward mean nor in a group: its group is left alone."""
 
@@ -822,6 +861,17 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
     assert gui.exit_code == 0, gui.output
     step = json.loads((tmp_path / "o9" / "train.jsonl").read_text().splitlines()[0])
     assert (step["trials"], step["pass1"], step["guided"], step["groups"], step["updated"]) == (2, 0.0, 1, 1, True)
+    # a supervised term from the command line: the task file's gold, played into OUT/sft-gold, in every update
+    mix = runner.invoke(app, [*args[:6], str(tmp_path / "o11"), *args[7:], "--sft", str(task_file), "--sft-batch", "1",
+                              "--guide", "gold", "--reward", "success"], catch_exceptions=False)  # the guide: an update
+    assert mix.exit_code == 0, mix.output
+    step = json.loads((tmp_path / "o11" / "train.jsonl").read_text().splitlines()[0])
+    assert step["updated"] and step["sft_loss"] > 0
+    assert (tmp_path / "o11" / "sft-gold" / "run.db").is_file()
+    state = json.loads((tmp_path / "o11" / "checkpoint-1" / "trainer_state.json").read_text())
+    assert (state["config"]["sft_coef"], state["config"]["sft_batch"]) == (1.0, 1)
+    alone = runner.invoke(app, [*args[:6], str(tmp_path / "o12"), *args[7:], "--sft-coef", "0.5"], catch_exceptions=False)
+    assert alone.exit_code == 1 and "--sft PATH" in json.loads(alone.output.strip().splitlines()[-1])["error"]["message"]
     bad_guide = runner.invoke(app, [*args[:6], str(tmp_path / "o10"), *args[7:], "--guide", "gold:bogus=1"],
                               catch_exceptions=False)  # fmt: skip
     error = json.loads(bad_guide.output.strip().splitlines()[-1])["error"]

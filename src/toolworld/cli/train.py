@@ -313,6 +313,18 @@ def grpo(
                                               "update has an alternative to raise against them (off-policy "
                                               "guidance): gold, gold:explain=1 (the conversations SFT learnt with "
                                               "--explain-picks), or a stronger model, openai:MODEL@URL.")] = None,
+    sft_source: Annotated[Path | None, typer.Option("--sft", help="Conversations to stay close to: a run folder (its "
+                                                    "passed trials) or a task file (its gold, played by --sft-gold), "
+                                                    "as `train sft` takes; each update adds --sft-coef times their "
+                                                    "supervised loss (PPO-ptx), so a few tasks' update does not "
+                                                    "undo what SFT taught on other kinds of request.")] = None,
+    sft_coef: Annotated[float, typer.Option("--sft-coef", min=0.0, help="Weight of the --sft loss in each update "
+                                            "(default 1.0 with --sft).")] = 0.0,
+    sft_batch: Annotated[int, typer.Option("--sft-batch", min=1, help="--sft conversations per update, drawn by "
+                                           "seed and step.")] = 4,
+    sft_gold: Annotated[str, typer.Option("--sft-gold", help="The gold policy that plays a task file given to --sft "
+                                          "(gold:explain=1: the conversations `train sft --explain-picks` "
+                                          "learnt).")] = "gold",
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per assistant turn.")] = 512,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature; the update "
                                                "trains the policy at the same temperature (softmax(logits / T)), "
@@ -354,16 +366,20 @@ def grpo(
     measured on the tasks being trained; --eval-tasks measures what the policy does on tasks it never trains on.
     """
     from ..train.grpo import GRPOConfig, GRPOError, GRPOEval, GRPOStep, train_grpo
-    from ..train.sft import LOG_FILE, latest_checkpoint
+    from ..train.sft import LOG_FILE, latest_checkpoint, sft_samples
 
     if eval_every is not None and eval_tasks is None:
         fail("invalid_option", "--eval-every needs --eval-tasks FILE: the held-out tasks to evaluate on")
     eval_every = (eval_every or 10) if eval_tasks is not None else 0
+    if sft_coef and sft_source is None:
+        fail("invalid_option", "--sft-coef needs --sft PATH: the conversations whose loss it weighs")
+    sft_coef = (sft_coef or 1.0) if sft_source is not None else 0.0
     try:
         config = GRPOConfig(out=out, group=group, tasks_per_step=tasks_per_step, steps=steps, lr=lr, clip=clip,
                             optimizer=optimizer,
                             kl_coef=kl, advantage=advantage, reward=reward, updates=updates, min_groups=min_groups,
-                            max_draws=max_draws, balance=balance, guide=guide or "", max_tokens=max_tokens,
+                            max_draws=max_draws, balance=balance, guide=guide or "", sft_coef=sft_coef,
+                            sft_batch=sft_batch, max_tokens=max_tokens,
                             temperature=temperature, max_len=max_len, concurrency=concurrency, seed=seed,
                             save_every=save_every, keep_checkpoints=keep_checkpoints, resume=resume,
                             gradient_checkpointing=gradient_checkpointing, packing=packing, bf16=bf16,
@@ -381,6 +397,8 @@ def grpo(
     try:
         trained, tokenizer, path = _load_for_training(model, device, as_json)
         config.tool_prompt = _tool_prompt(tool_prompt, path, GRPOError, out=config.out, resume=config.resume)
+        kept = sft_samples(sft_source, tokenizer, gold_out=out / "sft-gold", max_len=max_len,
+                           tool_prompt=config.tool_prompt, gold_policy=sft_gold) if sft_source is not None else None
         with _progress(as_json) as progress:
             bar = progress.add_task(f"grpo on {len(task_list)} tasks", total=steps,
                                     extra=f"evaluating on {len(held)} held-out tasks" if held else "")  # fmt: skip
@@ -401,7 +419,7 @@ def grpo(
                 progress.update(bar, extra=said["eval"].removeprefix(" · "))
 
             result = train_grpo(trained, tokenizer, world, task_list, config, on_step=on_step, eval_tasks=held,
-                                on_eval=on_eval)  # fmt: skip
+                                on_eval=on_eval, sft=kept)  # fmt: skip
     except ToolworldError as exc:
         fail_with(exc, ctx)
     summary = {"steps": result.steps, "total_steps": result.total_steps, "resumed_from": result.resumed_from,

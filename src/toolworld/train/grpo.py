@@ -10,6 +10,7 @@ One step of :func:`train_grpo`::
     (balance: each target tool needs ceil(min_groups / targets) groups; later draws pick from targets still short,
      and the update keeps that many groups of each target, the first drawn)
     guide: a group whose G trials all failed gets the guide's passing trial as member G+1 (reward 1)
+    loss   = policy_loss + sft_coef * sft_loss(sft_batch conversations of `sft`)   # drawn by (seed, step)
     A_i    = advantage(r of the task's G trials)               # grpo | dr_grpo | mc_grpo | gigpo
              (gigpo adds, per turn's tokens, the step-level advantage over turns taken in the same situation:
               same world state, same user and tool messages so far)
@@ -35,6 +36,11 @@ anchor states until then). A rendered trial was never sampled: it has no sampler
 sampling leaves it alone (weight 1) and ``logprob_gap`` is measured on the sampled trials only. Its ratio is taken
 against the trainer before the update (``pi / pi_old``, clipped as any other), not against the guide's own
 probability, which a conversation replayed from gold does not have.
+``sft_coef`` mixes the supervised loss on conversations the policy was fine-tuned on into every update (InstructGPT's
+PPO-ptx, with SFT data instead of pre-training data). A small policy generalises an update on a handful of tasks to
+requests of every kind (trained on tracking requests it tracks orders asked about for their status); SFT's loss on
+its own data is near its minimum at the start, so the term costs nothing there and pulls back only what the update
+moved away from the conversations SFT learnt, on all the kinds of request they hold, not only the step's.
 ``balance`` gathers them evenly over the tasks' target tools (``target_of``), so that one kind of request cannot
 make up a step's update by the luck of the draw. Neither makes a single update safe for a small policy: on
 SmolLM2-135M, six groups (balanced or not) moved the next step's tasks further from what they asked than three
@@ -128,10 +134,12 @@ EVAL_TRIALS_FILE = "eval-trials.jsonl"
 Scorer = Callable[["Task", "Trajectory"], "Score"]
 # Options a resumed run must share with its checkpoint: changing them mid-run would make it another experiment.
 _RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "reward", "lr", "clip", "tis_cap", "kl_coef", "updates",
-                "max_tokens", "temperature", "max_len", "optimizer", "min_groups", "max_draws", "balance", "guide")  # fmt: skip
+                "max_tokens", "temperature", "max_len", "optimizer", "min_groups", "max_draws", "balance", "guide",
+                "sft_coef", "sft_batch")  # fmt: skip
 #: What a checkpoint written before a key was recorded was trained with: the value then, not today's default (an
 #: AdamW checkpoint resumed as SGD would load Adam's moments into SGD and fail a whole sampling step later).
-_LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw", "min_groups": 0, "max_draws": 4, "balance": False, "guide": ""}
+_LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw", "min_groups": 0, "max_draws": 4, "balance": False, "guide": "",
+           "sft_coef": 0.0, "sft_batch": 4}
 
 
 def _adamw(params: list[Any], config: GRPOConfig) -> Any:
@@ -203,6 +211,10 @@ class GRPOConfig:
     #: A policy spec (``gold``, ``gold:explain=1``, ``openai:MODEL@URL``...) whose passing trial joins every group
     #: where all sampled trials failed, with reward 1 (off-policy guidance; see the module docstring). "": none.
     guide: str = ""
+    #: Weight of the supervised loss on ``train_grpo(sft=...)`` conversations in each update (0: none; see above).
+    sft_coef: float = 0.0
+    #: Conversations of ``sft`` that each step's supervised term is taken on, drawn by (seed, step).
+    sft_batch: int = 4
     max_tokens: int = 512
     temperature: float = 1.0
     max_len: int = 8192
@@ -254,7 +266,8 @@ class GRPOConfig:
                   ("tasks_per_step", self.tasks_per_step >= 1, ">= 1"), ("steps", self.steps >= 1, ">= 1"),
                   ("lr", self.lr > 0, "> 0"), ("clip", 0 < self.clip < 1, "in (0, 1)"),
                   ("tis_cap", self.tis_cap is None or self.tis_cap >= 1, ">= 1 or None"),
-                  ("kl_coef", self.kl_coef >= 0, ">= 0"), ("advantage", self.advantage in ADVANTAGES,
+                  ("kl_coef", self.kl_coef >= 0, ">= 0"), ("sft_coef", self.sft_coef >= 0, ">= 0 (0: none)"),
+                  ("sft_batch", self.sft_batch >= 1, ">= 1"), ("advantage", self.advantage in ADVANTAGES,
                                                             f"one of {', '.join(ADVANTAGES)}"),
                   ("reward", self.reward in REWARDS, f"one of {', '.join(REWARDS)}"),
                   ("optimizer", self.optimizer in OPTIMIZERS, f"one of {', '.join(OPTIMIZERS)}"),
@@ -307,6 +320,7 @@ class GRPOStep:
     tasks: int  # tasks played this step (more than tasks_per_step when dynamic sampling drew again)
     draws: int
     loss: float | None
+    sft_loss: float | None  # the supervised term's loss (before its weight), None without one or without an update
     kl: float | None
     clip_frac: float | None
     logprob_gap: float | None
@@ -572,12 +586,12 @@ def make_optimizer(params: list[Any], config: GRPOConfig) -> Any:
 
 
 def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any, params: list[Any],
-           config: GRPOConfig, pad_id: int) -> dict[str, float]:  # fmt: skip
+           config: GRPOConfig, pad_id: int, sft: Sequence[Sample] = ()) -> dict[str, float]:  # fmt: skip
     """``config.updates`` optimizer steps of ``policy_loss`` on ``samples`` (with their advantages, see
-    :func:`advantaged`), ``ref_model`` the KL reference or None; token-weighted stats of them all."""
+    :func:`advantaged`), plus ``config.sft_coef`` times ``sft_loss`` on ``sft`` (conversations to stay close to),
+    ``ref_model`` the KL reference or None; token-weighted stats of them all (``sft_loss`` over ``sft``'s)."""
     import torch
 
-    from .data import collate, pack
     from .logprobs import token_logprobs
 
     first = next(model.parameters())
@@ -586,13 +600,11 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
     families = ([s for s in samples if not s.meta.get("rendered")], [s for s in samples if s.meta.get("rendered")])
     packed, rendered = [], []
     for family, is_rendered in zip(families, (False, True), strict=True):
-        if config.packing:
-            rows = pack(family, config.batch_tokens, pad_id, share_prefix=config.share_prefix) if family else []
-        else:
-            rows = [collate([s], pad_id) for s in family if len(s)]
+        rows = _rows(family, config, pad_id)
         packed += rows
         rendered += [is_rendered] * len(rows)
     micro = [b.to(first.device, dtype=first.dtype) for b in packed]
+    supervised = [b.to(first.device, dtype=first.dtype) for b in _rows(sft, config, pad_id)] if config.sft_coef else []
     counts = [float(b.loss_mask.sum()) for b in micro]
     total = sum(counts)
     sampled = sum(n for n, r in zip(counts, rendered, strict=True) if not r)
@@ -606,21 +618,34 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
         refs = [token_logprobs(ref_model, b, temperature=t) for b in micro] if ref_model is not None else none
     sums: dict[str, float] = defaultdict(float)
     with layer_checkpointing(model, config.gradient_checkpointing), autocast():
-        _steps(model, micro, olds, refs, counts, total, optimizer, params, config, sums, rendered)
+        _steps(model, micro, olds, refs, counts, total, optimizer, params, config, sums, rendered, supervised)
     weight = total * config.updates
-    stats = {key: value / weight for key, value in sums.items()}
+    stats = {key: value / weight for key, value in sums.items() if key != "sft_loss"}
+    if supervised:
+        stats["sft_loss"] = sums["sft_loss"] / config.updates
     stats["logprob_gap"] = sums["logprob_gap"] / max(sampled * config.updates, 1.0)  # the sampled tokens' alone
     return stats
 
 
+def _rows(samples: Sequence[Sample], config: GRPOConfig, pad_id: int) -> list[Any]:
+    """``samples`` as micro-batches the way ``config`` lays them out (packed rows, or one sample each)."""
+    from .data import collate, pack
+
+    assert config.batch_tokens is not None
+    if config.packing:
+        return pack(samples, config.batch_tokens, pad_id, share_prefix=config.share_prefix) if samples else []
+    return [collate([s], pad_id) for s in samples if len(s)]
+
+
 def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], counts: list[float], total: float,
            optimizer: Any, params: list[Any], config: GRPOConfig, sums: dict[str, float],
-           rendered: list[bool]) -> None:  # fmt: skip
+           rendered: list[bool], supervised: list[Any]) -> None:  # fmt: skip
     """The optimizer steps of :func:`update`, adding each one's token-weighted stats to ``sums``; a ``rendered``
-    micro-batch (a guide's trials) takes no importance weight and adds nothing to the logprob gap."""
+    micro-batch (a guide's trials) takes no importance weight and adds nothing to the logprob gap; ``supervised``
+    micro-batches add ``config.sft_coef`` times their token-mean NLL."""
     import torch
 
-    from .losses import policy_loss
+    from .losses import policy_loss, sft_loss
     from .prefix import SharedPrefix, kv_shareable
 
     for _ in range(config.updates):
@@ -638,6 +663,12 @@ def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], count
             for key in ("kl", "clip_frac", *(() if guide else ("logprob_gap",))):
                 sums[key] += stats[key] * n
         prefix.backward()
+        learnt = sum(float(b.loss_mask.sum()) for b in supervised)
+        for batch in supervised:  # the supervised term is its own token mean, whatever the trials' length
+            nll = sft_loss(model, batch)
+            share = float(batch.loss_mask.sum()) / learnt
+            (nll * (config.sft_coef * share)).backward()
+            sums["sft_loss"] += float(nll.detach()) * share
         sums["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)) * total
         optimizer.step()
 
@@ -791,6 +822,15 @@ def _tensorboard(config: GRPOConfig) -> Any:
 # --------------------------------------------------------------------------------------------------- the loop
 
 
+def _sft_batch(samples: Sequence[Sample], config: GRPOConfig, step: int) -> list[Sample]:
+    """The ``config.sft_batch`` conversations of ``samples`` that step ``step`` (0-based) mixes in, drawn by
+    (seed, step) alone, so a resumed run takes the ones an uninterrupted run would have."""
+    if not config.sft_coef or config.sft_batch >= len(samples):
+        return list(samples) if config.sft_coef else []
+    rng = random.Random(derive_seed("grpo-sft", config.seed, step))
+    return [samples[i] for i in sorted(rng.sample(range(len(samples)), config.sft_batch))]
+
+
 def _guide(config: GRPOConfig, tokenizer: Any, world: World) -> tuple[Any, Any]:
     """The guide policy of ``config.guide`` and the renderer of its trials, or (None, None) without one; a spec
     that does not build is refused before anything is sampled."""
@@ -810,7 +850,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                limits: Limits | None = None, user: UserSimulator | None = None,
                engine: HFEngine | None = None, sampler: Callable[[Any, int], Any] | None = None,
                eval_tasks: Sequence[Task] | None = None, on_eval: Callable[[GRPOEval], Any] | None = None,
-               eval_limits: Limits | None = None) -> GRPOResult:  # fmt: skip
+               eval_limits: Limits | None = None, sft: Sequence[Sample] | None = None) -> GRPOResult:  # fmt: skip
     """Train ``model`` in place with on-policy GRPO on ``tasks`` of ``world``; see the module docstring.
 
     ``tokenizer`` is the model's (saved with the final model). ``scorer`` replaces ``score_trajectory`` as the
@@ -824,7 +864,9 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     the first step, after every ``eval_every``-th and after the last (see ``eval_first``, ``eval_last``), by
     :func:`evaluate` with ``eval_limits`` (default ``limits``), the same ``user`` and the scorer's own verdict
     whatever ``config.reward`` is; ``on_eval`` sees each :class:`GRPOEval`, and ``result.evals`` holds them. A
-    resumed run must evaluate the same tasks the same way as it did (else ``run_mismatch``). Ctrl-C (``KeyboardInterrupt``, also from ``on_step``) saves a checkpoint of the
+    resumed run must evaluate the same tasks the same way as it did (else ``run_mismatch``). ``sft`` (with
+    ``config.sft_coef``): conversations (``sft.sft_samples``, those the model was fine-tuned on) whose supervised loss
+    each update mixes in, ``config.sft_batch`` of them a step. Ctrl-C (``KeyboardInterrupt``, also from ``on_step``) saves a checkpoint of the
     last finished step and returns ``interrupted=True``; run again with ``resume=True`` to continue (an evaluation
     cut short is made again). Raises :class:`GRPOError`.
     """
@@ -837,6 +879,9 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     if bool(config.eval_every) != bool(eval_tasks):
         raise GRPOError("eval_every and eval_tasks go together: give both to evaluate during training, or neither",
                         kind="invalid_option")  # fmt: skip
+    if bool(config.sft_coef) != bool(sft):
+        raise GRPOError("sft_coef and sft go together: give both conversations (sft=) and their weight (sft_coef > 0) "
+                        "to mix a supervised loss into the updates, or neither", kind="invalid_option")  # fmt: skip
     if eval_tasks:
         eval_tasks = one_world_tasks(eval_tasks, world, error=GRPOError, what="evaluate on")
         shared = sorted({t.id for t in eval_tasks} & {t.id for t in tasks})
@@ -963,7 +1008,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
             scored = [score for traj, score in pairs if not (traj.failed_by_infra or score.infra_error)]
             stats: dict[str, float] = {}
             if train_on:
-                stats = update(model, ref_model, train_on, optimizer, params, config, pad_id)
+                stats = update(model, ref_model, train_on, optimizer, params, config, pad_id,
+                               sft=_sft_batch(sft or (), config, step))  # fmt: skip
                 engine.reset_cache()
             took = time.perf_counter() - t0
             tokens = sum(sum(s.loss_mask) for s in samples if not s.meta.get("rendered"))
@@ -974,7 +1020,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                 trials=len(pairs), infra_errors=len(pairs) - len(scored), groups=len(spread),
                 guided=len(guided), updated=bool(train_on),
                 tasks=len(taken), draws=draws,
-                loss=stats.get("loss"), kl=stats.get("kl"), clip_frac=stats.get("clip_frac"),
+                loss=stats.get("loss"), sft_loss=stats.get("sft_loss"), kl=stats.get("kl"), clip_frac=stats.get("clip_frac"),
                 logprob_gap=stats.get("logprob_gap"), grad_norm=stats.get("grad_norm"), tokens=tokens,
                 tokens_per_s=tokens / max(took, 1e-9), seconds=took, sample_s=t_sampled - t0,
                 update_s=time.perf_counter() - t_sampled)  # fmt: skip
