@@ -872,6 +872,10 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
     assert (state["config"]["sft_coef"], state["config"]["sft_batch"]) == (1.0, 1)
     alone = runner.invoke(app, [*args[:6], str(tmp_path / "o12"), *args[7:], "--sft-coef", "0.5"], catch_exceptions=False)
     assert alone.exit_code == 1 and "--sft PATH" in json.loads(alone.output.strip().splitlines()[-1])["error"]["message"]
+    naught = runner.invoke(app, [*args[:6], str(tmp_path / "o13"), *args[7:], "--sft", str(task_file), "--sft-coef", "0"],
+                           catch_exceptions=False)  # fmt: skip
+    assert naught.exit_code == 1 and "nothing" in json.loads(naught.output.strip().splitlines()[-1])["error"]["message"]
+    assert not (tmp_path / "o13" / "sft-gold").exists()
     bad_guide = runner.invoke(app, [*args[:6], str(tmp_path / "o10"), *args[7:], "--guide", "gold:bogus=1"],
                               catch_exceptions=False)  # fmt: skip
     error = json.loads(bad_guide.output.strip().splitlines()[-1])["error"]

@@ -318,8 +318,8 @@ def grpo(
                                                     "as `train sft` takes; each update adds --sft-coef times their "
                                                     "supervised loss (PPO-ptx), so a few tasks' update does not "
                                                     "undo what SFT taught on other kinds of request.")] = None,
-    sft_coef: Annotated[float, typer.Option("--sft-coef", min=0.0, help="Weight of the --sft loss in each update "
-                                            "(default 1.0 with --sft).")] = 0.0,
+    sft_coef: Annotated[float | None, typer.Option("--sft-coef", min=0.0, help="Weight of the --sft loss in each "
+                                                   "update (default 1.0 with --sft).")] = None,
     sft_batch: Annotated[int, typer.Option("--sft-batch", min=1, help="--sft conversations per update, drawn by "
                                            "seed and step.")] = 4,
     sft_gold: Annotated[str, typer.Option("--sft-gold", help="The gold policy that plays a task file given to --sft "
@@ -371,9 +371,11 @@ def grpo(
     if eval_every is not None and eval_tasks is None:
         fail("invalid_option", "--eval-every needs --eval-tasks FILE: the held-out tasks to evaluate on")
     eval_every = (eval_every or 10) if eval_tasks is not None else 0
-    if sft_coef and sft_source is None:
+    if sft_coef is not None and sft_source is None:
         fail("invalid_option", "--sft-coef needs --sft PATH: the conversations whose loss it weighs")
-    sft_coef = (sft_coef or 1.0) if sft_source is not None else 0.0
+    if sft_coef == 0 and sft_source is not None:
+        fail("invalid_option", "--sft-coef 0 weighs the --sft conversations at nothing: drop --sft, or give a weight > 0")
+    sft_coef = (1.0 if sft_coef is None else sft_coef) if sft_source is not None else 0.0
     try:
         config = GRPOConfig(out=out, group=group, tasks_per_step=tasks_per_step, steps=steps, lr=lr, clip=clip,
                             optimizer=optimizer,
