@@ -40,7 +40,9 @@ probability, which a conversation replayed from gold does not have.
 PPO-ptx, with SFT data instead of pre-training data). A small policy generalises an update on a handful of tasks to
 requests of every kind (trained on tracking requests it tracks orders asked about for their status); SFT's loss on
 its own data is near its minimum at the start, so the term costs nothing there and pulls back only what the update
-moved away from the conversations SFT learnt, on all the kinds of request they hold, not only the step's.
+moved away from the conversations SFT learnt, on all the kinds of request they hold, not only the step's. Being
+near its minimum, its gradient is small too: on SmolLM2-135M a weight of 1 held nothing back, while 10 held the
+tool choice of the requests the step did not train on (docs/benchmarks.md).
 ``balance`` gathers them evenly over the tasks' target tools (``target_of``), so that one kind of request cannot
 make up a step's update by the luck of the draw. Neither makes a single update safe for a small policy: on
 SmolLM2-135M, six groups (balanced or not) moved the next step's tasks further from what they asked than three
@@ -648,6 +650,7 @@ def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], count
     from .losses import policy_loss, sft_loss
     from .prefix import SharedPrefix, kv_shareable
 
+    learnt = sum(float(b.loss_mask.sum()) for b in supervised) or 1.0  # the supervised term's own token count
     for _ in range(config.updates):
         optimizer.zero_grad(set_to_none=True)
         # unpacked trials run the prompt they share once per update (it changes with the weights)
@@ -663,7 +666,6 @@ def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], count
             for key in ("kl", "clip_frac", *(() if guide else ("logprob_gap",))):
                 sums[key] += stats[key] * n
         prefix.backward()
-        learnt = sum(float(b.loss_mask.sum()) for b in supervised)
         for batch in supervised:  # the supervised term is its own token mean, whatever the trials' length
             nll = sft_loss(model, batch)
             share = float(batch.loss_mask.sum()) / learnt
@@ -825,8 +827,10 @@ def _tensorboard(config: GRPOConfig) -> Any:
 def _sft_batch(samples: Sequence[Sample], config: GRPOConfig, step: int) -> list[Sample]:
     """The ``config.sft_batch`` conversations of ``samples`` that step ``step`` (0-based) mixes in, drawn by
     (seed, step) alone, so a resumed run takes the ones an uninterrupted run would have."""
-    if not config.sft_coef or config.sft_batch >= len(samples):
-        return list(samples) if config.sft_coef else []
+    if not config.sft_coef:
+        return []
+    if config.sft_batch >= len(samples):
+        return list(samples)
     rng = random.Random(derive_seed("grpo-sft", config.seed, step))
     return [samples[i] for i in sorted(rng.sample(range(len(samples)), config.sft_batch))]
 
