@@ -42,7 +42,8 @@ requests of every kind (trained on tracking requests it tracks orders asked abou
 its own data is near its minimum at the start, so the term costs nothing there and pulls back only what the update
 moved away from the conversations SFT learnt, on all the kinds of request they hold, not only the step's. Being
 near its minimum, its gradient is small too: on SmolLM2-135M a weight of 1 held nothing back, while 10 held the
-tool choice of the requests the step did not train on (docs/benchmarks.md).
+tool choice of the requests the step did not train on for one step, then, over four, fitted its few conversations
+further and left the date picks and the tool names worse than SFT's (docs/benchmarks.md).
 ``balance`` gathers them evenly over the tasks' target tools (``target_of``), so that one kind of request cannot
 make up a step's update by the luck of the draw. Neither makes a single update safe for a small policy: on
 SmolLM2-135M, six groups (balanced or not) moved the next step's tasks further from what they asked than three
