@@ -35,7 +35,9 @@ it, and with GiGPO the step-level advantage falls on the turn where they parted 
 anchor states until then). A rendered trial was never sampled: it has no sampler logprobs, so truncated importance
 sampling leaves it alone (weight 1) and ``logprob_gap`` is measured on the sampled trials only. Its ratio is taken
 against the trainer before the update (``pi / pi_old``, clipped as any other), not against the guide's own
-probability, which a conversation replayed from gold does not have.
+probability, which a conversation replayed from gold does not have. On SmolLM2-135M, 8 guided steps at lr 1e-5
+took the held-out tasks from SFT's 51/100 to 55/100 (52 after 4), a gain its paired interval cannot yet tell from
+luck (docs/benchmarks.md).
 ``sft_coef`` mixes the supervised loss on conversations the policy was fine-tuned on into every update (InstructGPT's
 PPO-ptx, with SFT data instead of pre-training data). A small policy generalises an update on a handful of tasks to
 requests of every kind (trained on tracking requests it tracks orders asked about for their status); SFT's loss on
