@@ -53,7 +53,7 @@ from toolworld.pipeline import run
 from toolworld.scoring.metrics import paired_gain, task_interval, wilson
 from toolworld.tasks.generate import generate
 from toolworld.tasks.model import DEMANDS, Task, TaskSet
-from toolworld.train.grpo import ADVANTAGES, REWARDS
+from toolworld.train.grpo import ADVANTAGES, REWARD_CONTROLS, REWARDS
 
 STAGES = ("base", "sft", "rft", "grpo")
 #: what :meth:`Bench.evaluate` writes into a stage's row (the rest is its training's)
@@ -476,7 +476,8 @@ class Bench:
                             updates=a.grpo_updates, min_groups=a.grpo_min_groups, max_draws=a.grpo_max_draws,
                             balance=a.grpo_balance, guide=a.grpo_guide or "", sft_coef=a.grpo_sft,
                             advantage=a.grpo_advantage, kl_coef=a.grpo_kl,
-                            reward=a.grpo_reward, temperature=a.temperature,
+                            reward=a.grpo_reward, reward_control=a.grpo_reward_control,
+                            temperature=a.temperature,
                             tool_prompt=TOOL_PROMPT, concurrency=a.batch if a.engine == "hf" else 1, seed=a.grpo_seed,
                             tensorboard=False, packing=False, bf16=a.bf16, save_every=2,
                             # the held-out tasks after every K-th step; the start and the end are stages of their own
@@ -636,6 +637,9 @@ def main() -> None:
     p.add_argument("--grpo-kl", type=float, default=0.0, help="KL coefficient to the RFT model (0: no reference).")
     p.add_argument("--grpo-reward", choices=REWARDS, default="partial",
                    help="Reward of a GRPO trial: the score's weighted components, or 1 for success else 0.")
+    p.add_argument("--grpo-reward-control", choices=tuple(REWARD_CONTROLS), default="none",
+                   help="shuffle: GRPO trains on each group's rewards permuted among its trials (the control run: "
+                        "what it gains, any update would have; a recipe learns where it beats this twin).")
     p.add_argument("--grpo-tasks", choices=("all", "unsolved", "fresh"), default="all",
                    help="GRPO samples all training tasks, those not every RFT trial passed, or --pool new ones.")
     p.add_argument("--grpo-demand", action="append", choices=DEMANDS, default=[], metavar="DEMAND",

@@ -30,7 +30,9 @@ from toolworld.tasks.model import write_jsonl  # noqa: E402
 from toolworld.tokens import TokenBuffer  # noqa: E402
 from toolworld.train.advantages import turn_spans  # noqa: E402
 from toolworld.train.data import Sample, collate  # noqa: E402
+from toolworld.core.seeds import derive_seed  # noqa: E402
 from toolworld.train.grpo import (  # noqa: E402
+    REWARD_CONTROLS,
     GRPOConfig,
     GRPOError,
     at_temperature,
@@ -365,6 +367,64 @@ def test_a_success_reward_trains_only_groups_that_both_passed_and_failed(tokeniz
     train_grpo(model, tokenizer, world, tasks[:1], config(tmp_path / "pass", steps=1, reward="success"),
                scorer=Recorder(lambda t: 0.3 + 0.7 * (t.trial % 2)), on_step=steps.append)  # fmt: skip
     assert steps[2].updated and steps[2].groups == 1 and steps[2].reward == 0.5
+
+
+def test_the_shuffle_control_permutes_rewards_within_each_group_by_seed():
+    """Each group keeps its rewards' values (so the same groups train, with advantages of the same sizes) while
+    which member earned which is redrawn per seed; the scored reward is kept beside the one trained on."""
+    scored = {"a": [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], "b": [0.2, 0.5, 0.9, 0.0]}
+
+    def members() -> list[Sample]:
+        return [Sample(input_ids=[1, 2], loss_mask=[0, 1], group=g, meta={"reward": r})
+                for g, rs in scored.items() for r in rs]  # fmt: skip
+
+    untouched = members()
+    REWARD_CONTROLS["none"](untouched, 7)
+    assert [s.meta for s in untouched] == [s.meta for s in members()]
+    winners = set()
+    for seed in range(12):
+        shuffled = members()
+        REWARD_CONTROLS["shuffle"](shuffled, seed)
+        for g, rs in scored.items():
+            group = [s for s in shuffled if s.group == g]
+            assert sorted(s.meta["reward"] for s in group) == sorted(rs)
+            assert [s.meta["scored_reward"] for s in group] == rs
+        again = members()
+        REWARD_CONTROLS["shuffle"](again, seed)
+        assert [s.meta for s in again] == [s.meta for s in shuffled]
+        winners.add(next(i for i, s in enumerate(shuffled) if s.group == "a" and s.meta["reward"] == 1.0))
+    assert len(winners) >= 4  # the pass lands on many members across seeds, not on the one that earned it
+
+
+def test_a_shuffled_control_run_trains_on_the_permuted_rewards_and_logs_the_scored_ones(tokenizer, world, tasks,
+                                                                                        tmp_path):  # fmt: skip
+    """reward_control="shuffle": the trials file and the step's pass^1 say what the trials scored, the update
+    follows the permuted rewards (raising a trial that failed where the permutation rewarded it), and a resumed
+    run must keep the control."""
+    model = tiny_model(tokenizer)
+    start = copy.deepcopy(model)
+    scorer = Recorder()  # odd trials pass
+    steps: list[Any] = []
+    out = tmp_path / "shuffled"
+    cfg = config(out, steps=1, group=4, seed=3, reward_control="shuffle", save_every=1)
+    train_grpo(model, tokenizer, world, tasks[:1], cfg, scorer=scorer, on_step=steps.append)
+    assert steps[0].updated and steps[0].pass1 == 0.5 and steps[0].groups == 1
+    lines = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+    assert [(r["trial"], r["reward"]) for r in lines] == [(0, 0.0), (1, 1.0), (2, 0.0), (3, 1.0)]
+    # the rewards the update saw: the same permutation of this group, drawn by (seed, step 0)
+    trained = [Sample(input_ids=[1], loss_mask=[1], group=tasks[0].id, meta={"reward": float(k % 2)}) for k in range(4)]
+    REWARD_CONTROLS["shuffle"](trained, derive_seed("grpo-control", 3, 0))
+    shown = [s.meta["reward"] for s in trained]
+    assert shown != [0.0, 1.0, 0.0, 1.0]  # this seed moves credit, so the test can tell the two apart
+    moved = {t.trial: sampled_logprob(model, t) - sampled_logprob(start, t) for t in scorer.seen}
+    assert min(moved[k] for k in range(4) if shown[k]) > max(moved[k] for k in range(4) if not shown[k])
+    with pytest.raises(GRPOError) as mismatch:
+        train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(out, steps=2, group=4, seed=3,
+                                                                              resume=True), scorer=Recorder())  # fmt: skip
+    assert mismatch.value.kind == "run_mismatch" and "reward_control" in str(mismatch.value)
+    with pytest.raises(GRPOError) as bad:
+        config(tmp_path / "bad", reward_control="reverse")
+    assert bad.value.kind == "invalid_option" and "none, shuffle" in str(bad.value)
 
 
 def guide_logprob(model: Any, sample: Any) -> float:
@@ -848,6 +908,10 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
     lion = runner.invoke(app, [*args[:6], str(tmp_path / "o4"), "--optimizer", "lion"], catch_exceptions=False)
     error = json.loads(lion.output.strip().splitlines()[-1])["error"]
     assert error["type"] == "invalid_option" and "adamw, sgd" in error["message"]
+    control = runner.invoke(app, [*args[:6], str(tmp_path / "o14"), "--reward-control", "reverse"],
+                            catch_exceptions=False)  # fmt: skip
+    error = json.loads(control.output.strip().splitlines()[-1])["error"]
+    assert error["type"] == "invalid_option" and error["message"].startswith("--reward-control must be one of none")
     # dynamic sampling from the command line: a random model passes nothing, so the step draws until --max-draws
     write_jsonl(tmp_path / "two.jsonl", tasks[:2])
     dyn = runner.invoke(app, [*args[:2], str(tmp_path / "two.jsonl"), *args[3:6], str(tmp_path / "o5"), *args[7:],

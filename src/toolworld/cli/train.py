@@ -291,6 +291,10 @@ def grpo(
                                            "had said).")] = "grpo",
     reward: Annotated[str, typer.Option("--reward", help="partial (the score's weighted components) or success "
                                         "(1 for a passed trial, else 0: only groups with both train).")] = "partial",
+    reward_control: Annotated[str, typer.Option("--reward-control", help="none, or shuffle: train on each "
+                                                "group's rewards permuted among its trials, the control run a gain "
+                                                "must beat to be credited to the rewards (same groups, same "
+                                                "advantage sizes, no credit assignment).")] = "none",
     kl: Annotated[float, typer.Option("--kl", min=0.0, help="KL penalty to the starting model (0: no reference "
                                       "model is kept).")] = 0.0,
     clip: Annotated[float, typer.Option("--clip", help="PPO clip range of the probability ratio.")] = 0.2,
@@ -379,7 +383,8 @@ def grpo(
     try:
         config = GRPOConfig(out=out, group=group, tasks_per_step=tasks_per_step, steps=steps, lr=lr, clip=clip,
                             optimizer=optimizer,
-                            kl_coef=kl, advantage=advantage, reward=reward, updates=updates, min_groups=min_groups,
+                            kl_coef=kl, advantage=advantage, reward=reward, reward_control=reward_control,
+                            updates=updates, min_groups=min_groups,
                             max_draws=max_draws, balance=balance, guide=guide or "", sft_coef=sft_coef,
                             sft_batch=sft_batch, max_tokens=max_tokens,
                             temperature=temperature, max_len=max_len, concurrency=concurrency, seed=seed,

@@ -5,6 +5,7 @@ One step of :func:`train_grpo`::
     tasks  = pick_tasks(tasks, N, seed, step)                 # deterministic per (seed, step)
     trials = G episodes per task, sampled by the model itself  # HFEngine over the same weights, scripted user
     r_i    = score_trajectory(task, trial_i).reward            # reward="success": 1 if it succeeded, else 0
+             (reward_control="shuffle": r permuted within each group, the control run; see REWARD_CONTROLS)
     while groups with a reward spread < min_groups            # dynamic sampling (min_groups 0: never)
           and draws < max_draws: N more tasks, G trials each   # pick_tasks(..., draw=d, taken=the step's so far)
     (balance: each target tool needs ceil(min_groups / targets) groups; later draws pick from targets still short,
@@ -121,7 +122,7 @@ if TYPE_CHECKING:
     from ..world.world import World
     from .data import Sample
 
-__all__ = ["ADVANTAGES", "OPTIMIZERS", "REWARDS", "GRPOConfig", "GRPOError", "GRPOEval", "GRPOResult", "GRPOStep",
+__all__ = ["ADVANTAGES", "OPTIMIZERS", "REWARDS", "REWARD_CONTROLS", "GRPOConfig", "GRPOError", "GRPOEval", "GRPOResult", "GRPOStep",
            "Scorer", "advantaged", "at_temperature", "estimator", "evaluate", "guide_renderer", "guide_trials",
            "make_optimizer", "pick_tasks", "rollouts", "samples_from_trajectories", "success_only", "target_of",
            "train_grpo", "trial_record", "update"]  # fmt: skip
@@ -140,11 +141,11 @@ Scorer = Callable[["Task", "Trajectory"], "Score"]
 # Options a resumed run must share with its checkpoint: changing them mid-run would make it another experiment.
 _RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "reward", "lr", "clip", "tis_cap", "kl_coef", "updates",
                 "max_tokens", "temperature", "max_len", "optimizer", "min_groups", "max_draws", "balance", "guide",
-                "sft_coef", "sft_batch")  # fmt: skip
+                "sft_coef", "sft_batch", "reward_control")  # fmt: skip
 #: What a checkpoint written before a key was recorded was trained with: the value then, not today's default (an
 #: AdamW checkpoint resumed as SGD would load Adam's moments into SGD and fail a whole sampling step later).
 _LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw", "min_groups": 0, "max_draws": 4, "balance": False, "guide": "",
-           "sft_coef": 0.0, "sft_batch": 4}
+           "sft_coef": 0.0, "sft_batch": 4, "reward_control": "none"}
 
 
 def _adamw(params: list[Any], config: GRPOConfig) -> Any:
@@ -172,6 +173,35 @@ def _sgd(params: list[Any], config: GRPOConfig) -> Any:
 
 #: The optimizers GRPO can update with (``GRPOConfig.optimizer``), each ``(params, config) -> torch optimizer``.
 OPTIMIZERS: dict[str, Callable[[list[Any], GRPOConfig], Any]] = {"adamw": _adamw, "sgd": _sgd}
+
+
+def _as_scored(samples: list[Sample], seed: int) -> None:
+    """No control: each trial is trained on the reward it was scored with."""
+
+
+def _shuffled(samples: list[Sample], seed: int) -> None:
+    """The shuffled-reward control: ``r'_i = r_pi(i)``, ``pi`` a uniform permutation of each group's members
+    (guided ones included) drawn by ``(seed, group)``; the scored reward stays in ``meta["scored_reward"]``.
+
+    Why: a held-out gain can come from what an update does whatever the rewards say (any small step, a sharper
+    tempered policy, the guide's gold conversations) as well as from the rewards. Shuffled, a group keeps its
+    rewards' values, so the same groups train with advantages of the same sizes, with the same guided members
+    among them, but which trial earned which is lost: what such a run gains is what the reward signal did not
+    buy, and a recipe is learning only where it beats its own shuffled twin.
+    """
+    groups: dict[str, list[Sample]] = defaultdict(list)
+    for s in samples:
+        groups[s.group].append(s)
+    for group, members in groups.items():
+        rewards = [float(m.meta["reward"]) for m in members]
+        random.Random(derive_seed("grpo-shuffle", seed, group)).shuffle(rewards)
+        for m, r in zip(members, rewards, strict=True):
+            m.meta["scored_reward"], m.meta["reward"] = m.meta["reward"], r
+
+
+#: What the update is told each trial earned (``GRPOConfig.reward_control``), each ``(samples, seed) -> None``
+#: rewriting ``meta["reward"]`` in place before the advantages: ``none`` (the score) or ``shuffle`` (a control).
+REWARD_CONTROLS: dict[str, Callable[[list[Sample], int], None]] = {"none": _as_scored, "shuffle": _shuffled}
 
 
 class GRPOError(ToolworldError):
@@ -216,6 +246,9 @@ class GRPOConfig:
     #: A policy spec (``gold``, ``gold:explain=1``, ``openai:MODEL@URL``...) whose passing trial joins every group
     #: where all sampled trials failed, with reward 1 (off-policy guidance; see the module docstring). "": none.
     guide: str = ""
+    #: A name in :data:`REWARD_CONTROLS`: ``shuffle`` trains on rewards permuted within each group, the control run
+    #: that tells a gain the rewards bought from one any update would have made (``none``: the scored rewards).
+    reward_control: str = "none"
     #: Weight of the supervised loss on ``train_grpo(sft=...)`` conversations in each update (0: none; see above).
     sft_coef: float = 0.0
     #: Conversations of ``sft`` that each step's supervised term is taken on, drawn by (seed, step).
@@ -275,6 +308,8 @@ class GRPOConfig:
                   ("sft_batch", self.sft_batch >= 1, ">= 1"), ("advantage", self.advantage in ADVANTAGES,
                                                             f"one of {', '.join(ADVANTAGES)}"),
                   ("reward", self.reward in REWARDS, f"one of {', '.join(REWARDS)}"),
+                  ("reward_control", self.reward_control in REWARD_CONTROLS,
+                   f"one of {', '.join(REWARD_CONTROLS)}"),
                   ("optimizer", self.optimizer in OPTIMIZERS, f"one of {', '.join(OPTIMIZERS)}"),
                   ("updates", self.updates >= 1, ">= 1"), ("max_tokens", self.max_tokens >= 1, ">= 1"),
                   ("min_groups", self.min_groups >= 0, ">= 0 (0: no dynamic sampling)"),
@@ -567,14 +602,16 @@ def _spread_groups(samples: Sequence[Sample]) -> set[str]:
 
 
 def advantaged(pairs: Sequence[tuple[Trajectory, Score]], config: GRPOConfig, *,
-               render: Callable[[Trajectory], tuple[list[int], list[int]]] | None = None,
+               render: Callable[[Trajectory], tuple[list[int], list[int]]] | None = None, step: int = 0,
                ) -> tuple[list[Sample], list[Sample], set[str]]:  # fmt: skip
     """One step's scored trials as training samples with ``config.advantage``'s advantages: all of them, those the
     update trains on (groups whose rewards differ, with a token to learn), and those groups. ``render`` makes the
-    tokens of trials without a buffer (a guide's, :func:`guide_renderer`); each is a member of its task's group."""
+    tokens of trials without a buffer (a guide's, :func:`guide_renderer`); each is a member of its task's group.
+    ``config.reward_control`` rewrites the rewards first, by ``(config.seed, step)``."""
     from .advantages import assign
 
     samples = samples_from_trajectories(pairs, max_len=config.max_len, render=render)
+    REWARD_CONTROLS[config.reward_control](samples, derive_seed("grpo-control", config.seed, step))
     assign(samples, estimator(config.advantage))
     if config.advantage == "gigpo":
         _step_level(samples, pairs)
@@ -1008,7 +1045,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                 if all(have[t] >= quota for t in targets) if quota else len(differ) >= config.min_groups:
                     break
             t_sampled = time.perf_counter()
-            samples, train_on, spread = advantaged([*pairs, *guided], config, render=render)
+            samples, train_on, spread = advantaged([*pairs, *guided], config, render=render, step=step)
             if quota:
                 spread = set(_even([g for g in taken if g in spread], target, quota))
                 train_on = [s for s in train_on if s.group in spread]
