@@ -22,6 +22,7 @@ from train_kit import smollm2_tokenizer, tiny_llama
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from toolworld.core.seeds import derive_seed  # noqa: E402
 from toolworld.rollout.engines.hf import HFEngine  # noqa: E402
 from toolworld.rollout.token_policy import TokenPolicy  # noqa: E402
 from toolworld.scoring.model import Score  # noqa: E402
@@ -30,7 +31,6 @@ from toolworld.tasks.model import write_jsonl  # noqa: E402
 from toolworld.tokens import TokenBuffer  # noqa: E402
 from toolworld.train.advantages import turn_spans  # noqa: E402
 from toolworld.train.data import Sample, collate  # noqa: E402
-from toolworld.core.seeds import derive_seed  # noqa: E402
 from toolworld.train.grpo import (  # noqa: E402
     REWARD_CONTROLS,
     GRPOConfig,
