@@ -60,7 +60,8 @@ PackingOpt = Annotated[bool, typer.Option("--packing/--no-packing", help="Pack s
     "conversation per micro-batch keeps attention causal, and the prompt a step's conversations share runs once "
     "(continued through the KV cache).")]
 Bf16Opt = Annotated[bool, typer.Option("--bf16", help="Forward pass under bfloat16 autocast (weights stay float32): "
-    "~1.5x faster where the CPU or GPU has bf16 instructions.")]
+    "~1.5x faster where the CPU or GPU has bf16 instructions; where it has none (AVX2 only) PyTorch "
+    "emulates bf16, many times slower than float32, and a warning says so.")]
 ToolPromptOpt = Annotated[str | None, typer.Option("--tool-prompt", help="How the tools are stated in the prompt: "
     "auto (the chat template's own tool block, else JSON schemas in the system message), json, or compact (one "
     "signature per tool; a few times fewer tokens). Default: what the model says of itself (compact for smollm2 "

@@ -916,9 +916,11 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     """
     import torch
 
-    from ..rollout.engines.hf import sampling_engine
+    from ..rollout.engines.hf import sampling_engine, warn_unless_native_bf16
     from ..rollout.token_policy import TokenPolicy
     from ..tokens.tokenizers import load_tokenizer
+    if config.bf16:
+        warn_unless_native_bf16(next(model.parameters()).device.type, "GRPO's updates")
     tasks = one_world_tasks(tasks, world, error=GRPOError, what="train on")
     if bool(config.eval_every) != bool(eval_tasks):
         raise GRPOError("eval_every and eval_tasks go together: give both to evaluate during training, or neither",

@@ -605,6 +605,10 @@ def train_sft(model: Any, tokenizer: Any, samples: Sequence[Sample], config: SFT
     model.train()
     first = next(model.parameters())
     device, dtype = first.device, first.dtype
+    if config.bf16:
+        from ..rollout.engines.hf import warn_unless_native_bf16
+
+        warn_unless_native_bf16(device.type, "SFT's forward passes")
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _lr_factor(s, total, warmup))

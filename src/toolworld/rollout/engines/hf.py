@@ -74,6 +74,36 @@ def _pick_device(device: str) -> str:
     return "mps" if mps is not None and mps.is_available() else "cpu"
 
 
+def native_bf16(device: str = "cpu") -> bool:
+    """Whether bfloat16 matmuls run in hardware on ``device``, so that bf16 autocast or a bf16 model pays.
+
+    Where they do not, PyTorch emulates them: on a 2-core AVX2 CPU (no AVX512-BF16, no AMX) a bf16 autocast
+    matmul with its backward measured 26x slower than float32's, and an SFT step of SmolLM2-135M took ~30 minutes
+    instead of ~2. Defaults that choose bf16 (``benchmarks/learning.py``'s ``--bf16`` and ``--hf-dtype auto``) ask
+    this first, and the trainers warn when asked for bf16 on hardware without it. CUDA answers for itself; on a
+    CPU the instructions are AVX512-BF16 or AMX; anything else (MPS included) counts as no."""
+    import torch
+
+    if device.startswith("cuda"):
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    if device != "cpu":
+        return False
+    cpu = torch.cpu
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(cpu, name)()) for name in probes if callable(getattr(cpu, name, None)))
+
+
+def warn_unless_native_bf16(device: str, what: str) -> None:
+    """Warn that ``what`` runs bf16 on ``device`` where it is emulated (many times slower than float32); the
+    run goes on, as asked. Only CPUs and CUDA devices are judged: other backends answer for themselves."""
+    if device.split(":")[0] in ("cpu", "cuda") and not native_bf16(device):
+        import warnings
+
+        warnings.warn(f"{what}: bfloat16 on {device!r}, which has no bf16 instructions (AVX512-BF16/AMX on a CPU): "
+                      "PyTorch emulates it, many times slower than float32; drop --bf16 (or pass --no-bf16) here",
+                      RuntimeWarning, stacklevel=3)  # fmt: skip
+
+
 def _pick_dtype(dtype: str, device: str) -> Any:
     import torch
 
@@ -181,6 +211,8 @@ class HFEngine:
             from transformers import AutoModelForCausalLM
 
             kwargs: dict[str, Any] = {"dtype": _pick_dtype(dtype, self.device)}
+            if str(kwargs["dtype"]) == "torch.bfloat16":
+                warn_unless_native_bf16(self.device, f"the hf engine's {src.name}")
             if src.suffix == ".gguf":
                 kwargs["gguf_file"] = src.name
                 folder = src.parent
