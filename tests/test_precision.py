@@ -3,10 +3,7 @@ than float32 on an AVX2 EPYC), so defaults that pick bf16 ask first and an expli
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
-from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -60,26 +57,3 @@ def test_sft_asked_for_bf16_on_an_avx2_cpu_says_so_and_still_trains(monkeypatch,
     with pytest.warns(RuntimeWarning, match="SFT's forward passes: bfloat16 on 'cpu'"):
         result = train_sft(model, tokenizer, samples, config)
     assert result.steps == 1
-
-
-@pytest.fixture(scope="module")
-def bench():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "learning.py"
-    spec = importlib.util.spec_from_file_location("learning_benchmark_precision", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.mark.parametrize(("native", "bf16", "dtype"), [(False, False, "float32"), (True, True, "bfloat16")])
-def test_the_learning_benchmark_defaults_to_what_the_device_runs_fastest(bench, monkeypatch, native, bf16, dtype):
-    cpu_with(monkeypatch, avx512_bf16=native, amx=False)
-    args = bench.resolve_precision(SimpleNamespace(device="cpu", bf16=None, hf_dtype="auto"))
-    assert (args.bf16, args.hf_dtype) == (bf16, dtype)
-
-
-def test_the_learning_benchmark_keeps_an_explicit_precision(bench, monkeypatch):
-    cpu_with(monkeypatch, avx512_bf16=False, amx=False)
-    args = bench.resolve_precision(SimpleNamespace(device="cpu", bf16=True, hf_dtype="bfloat16"))
-    assert (args.bf16, args.hf_dtype) == (True, "bfloat16")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -230,15 +231,22 @@ def test_the_update_raises_the_rewarded_trial_against_the_other(two_steps, tasks
 
 
 def test_a_bf16_update_moves_the_weights_as_the_float32_one_does_up_to_rounding(two_steps, tokenizer, world, tasks,
-                                                                                 tmp_path):  # fmt: skip
+                                                                                 tmp_path, monkeypatch):  # fmt: skip
     """``bf16=True`` runs the update's forward passes under bfloat16 autocast (the CPU's fast path): the same trials,
     a step that points where float32's points but is not identical to it (so autocast was on), and the rewarded
-    trial still goes up against the other."""
+    trial still goes up against the other. On a CPU without bf16 instructions it warns first and trains as asked."""
+    from toolworld.rollout.engines import hf
+
+    monkeypatch.setattr(hf, "native_bf16", lambda device: False)
     steps = {}
     for bf16 in (False, True):
         model = copy.deepcopy(two_steps["start"])
-        train_grpo(model, tokenizer, world, tasks[:1], config(tmp_path / str(bf16), steps=1, bf16=bf16),
-                   scorer=Recorder())  # fmt: skip
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            train_grpo(model, tokenizer, world, tasks[:1], config(tmp_path / str(bf16), steps=1, bf16=bf16),
+                       scorer=Recorder())  # fmt: skip
+        emulated = [w for w in caught if "GRPO's updates: bfloat16 on 'cpu'" in str(w.message)]
+        assert len(emulated) == int(bf16), [str(w.message) for w in caught]
         start = two_steps["start"].state_dict()
         steps[bf16] = torch.cat([(v.float() - start[k].float()).flatten() for k, v in model.state_dict().items()])
         if bf16:
