@@ -562,7 +562,7 @@ class Bench:
 def resolve_precision(args: argparse.Namespace) -> argparse.Namespace:
     """Turn ``--bf16``'s and ``--hf-dtype``'s defaults into what ``--device`` runs fastest, in place, so that the
     run's record names the precision it used: bf16 where the hardware has bf16 instructions, float32 where bf16
-    would be emulated (26x slower per matmul on an AVX2 CPU; an SFT step ~30 minutes instead of ~2). What was
+    would be emulated (26x slower per matmul on an AVX2 CPU; an SFT step ~29 minutes instead of ~2.5). What was
     given explicitly stays."""
     from toolworld.rollout.engines.hf import native_bf16
 

@@ -242,7 +242,6 @@ def test_grpo_evaluations_inside_the_stage_are_points_of_the_curve_with_their_ga
     assert [s["name"] for s in validate_learning(curve)["stages"]] == ["sft", "grpo step 2", "grpo"]
 
 
-
 @pytest.mark.parametrize(("native", "bf16", "dtype"), [(False, False, "float32"), (True, True, "bfloat16")])
 def test_precision_defaults_to_what_the_device_runs_fastest(bench, monkeypatch, native, bf16, dtype):
     """bf16 where the hardware has it, float32 where bf16 would be emulated (11x slower SFT steps on an AVX2 CPU)."""

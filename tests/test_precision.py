@@ -57,3 +57,12 @@ def test_sft_asked_for_bf16_on_an_avx2_cpu_says_so_and_still_trains(monkeypatch,
     with pytest.warns(RuntimeWarning, match="SFT's forward passes: bfloat16 on 'cpu'"):
         result = train_sft(model, tokenizer, samples, config)
     assert result.steps == 1
+
+
+def test_the_hf_engine_asked_for_bfloat16_weights_where_they_are_emulated_warns(monkeypatch):
+    cpu_with(monkeypatch, avx512_bf16=False, amx=False)
+    with pytest.warns(RuntimeWarning, match="the hf engine's weights: bfloat16 on 'cpu'"):
+        assert hf._pick_dtype("bfloat16", "cpu") is torch.bfloat16
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert hf._pick_dtype("auto", "cpu") is torch.float32  # the default on a CPU stays float32, silently

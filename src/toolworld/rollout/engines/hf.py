@@ -78,8 +78,8 @@ def native_bf16(device: str = "cpu") -> bool:
     """Whether bfloat16 matmuls run in hardware on ``device``, so that bf16 autocast or a bf16 model pays.
 
     Where they do not, PyTorch emulates them: on a 2-core AVX2 CPU (no AVX512-BF16, no AMX) a bf16 autocast
-    matmul with its backward measured 26x slower than float32's, and an SFT step of SmolLM2-135M took ~30 minutes
-    instead of ~2. Defaults that choose bf16 (``benchmarks/learning.py``'s ``--bf16`` and ``--hf-dtype auto``) ask
+    matmul with its backward measured 26x slower than float32's, and an SFT step of SmolLM2-135M took ~29 minutes
+    instead of ~2.5. Defaults that choose bf16 (``benchmarks/learning.py``'s ``--bf16`` and ``--hf-dtype auto``) ask
     this first, and the trainers warn when asked for bf16 on hardware without it. CUDA answers for itself; on a
     CPU the instructions are AVX512-BF16 or AMX; anything else (MPS included) counts as no."""
     import torch
@@ -117,6 +117,8 @@ def _pick_dtype(dtype: str, device: str) -> Any:
         value = None
     if not isinstance(value, torch.dtype):
         raise ValueError(f"unknown dtype {dtype!r}; use auto, float32, bfloat16 or float16")
+    if value is torch.bfloat16:
+        warn_unless_native_bf16(device, "the hf engine's weights")
     return value
 
 
@@ -211,8 +213,6 @@ class HFEngine:
             from transformers import AutoModelForCausalLM
 
             kwargs: dict[str, Any] = {"dtype": _pick_dtype(dtype, self.device)}
-            if str(kwargs["dtype"]) == "torch.bfloat16":
-                warn_unless_native_bf16(self.device, f"the hf engine's {src.name}")
             if src.suffix == ".gguf":
                 kwargs["gguf_file"] = src.name
                 folder = src.parent
