@@ -19,6 +19,9 @@ tokens) and copies the system prompt episodes share.
 Each configuration also reports its peak resident memory (``peak_rss_gb``, the subprocess's own ``ru_maxrss``).
 ``hf-bf16-b8-untrimmed`` is ``hf-bf16-b8`` with the engine's heap trim after each batch switched off
 (``toolworld.core.memory``): the same command, started through a wrapper that replaces the trim by a no-op.
+``*-static`` is the hf engine with ``hand_back=0``: a batch runs until its longest reply ends, while the episodes
+whose replies stopped early wait for it (the default hands those replies back once half of a batch has stopped
+and continues the running rows beside the next turns).
 
 The last line printed is one JSON object.
 """
@@ -35,14 +38,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-#: name -> (engine, dtype, batch, heap trim after each batch); the first is the anchor.
-CONFIGS: dict[str, tuple[str, str, int, bool]] = {
-    "gguf": ("gguf", "f16", 1, True),
-    "hf-bf16-b8": ("hf", "bfloat16", 8, True),
-    "hf-bf16-b16": ("hf", "bfloat16", 16, True),
-    "hf-fp32-b8": ("hf", "float32", 8, True),
-    "hf-bf16-b1": ("hf", "bfloat16", 1, True),
-    "hf-bf16-b8-untrimmed": ("hf", "bfloat16", 8, False),
+#: name -> (engine, dtype, batch, heap trim after each batch, extra spec options); the first is the anchor.
+CONFIGS: dict[str, tuple[str, str, int, bool, str]] = {
+    "gguf": ("gguf", "f16", 1, True, ""),
+    "hf-bf16-b8": ("hf", "bfloat16", 8, True, ""),
+    "hf-bf16-b16": ("hf", "bfloat16", 16, True, ""),
+    "hf-fp32-b8": ("hf", "float32", 8, True, ""),
+    "hf-bf16-b1": ("hf", "bfloat16", 1, True, ""),
+    "hf-bf16-b8-untrimmed": ("hf", "bfloat16", 8, False, ""),
+    # a batch runs until its longest reply ends (no hand back of the running rows once half have stopped)
+    "hf-bf16-b8-static": ("hf", "bfloat16", 8, True, ",hand_back=0"),
+    "hf-fp32-b8-static": ("hf", "float32", 8, True, ",hand_back=0"),
 }
 
 #: ``python -m toolworld`` with the hf engine's heap trim replaced by a no-op (the engine as it was without one).
@@ -89,11 +95,11 @@ def main() -> None:
                          encoding="utf-8")  # fmt: skip
     results: dict[str, Any] = {}
     for name in names:
-        engine, dtype, batch, trim = CONFIGS[name]
+        engine, dtype, batch, trim, extra = CONFIGS[name]
         run_dir = out / name
         toolworld = ["-m", "toolworld"] if trim else ["-c", UNTRIMMED]
         cmd = [sys.executable, *toolworld, "run", "retail", "--tasks", str(tasks), "--out", str(run_dir),
-               "--policy", spec(engine, dtype, batch, model, gguf, a.max_tokens), "--concurrency", str(batch),
+               "--policy", spec(engine, dtype, batch, model, gguf, a.max_tokens) + extra, "--concurrency", str(batch),
                "--max-turns", "12", "--max-tokens", "8032"]  # fmt: skip
         if run_dir.exists():
             sys.exit(f"{run_dir} exists: pass another --out")

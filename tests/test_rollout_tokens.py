@@ -569,9 +569,9 @@ def test_hf_batched_engine_serves_concurrent_turns_together(smol_tok, tiny_lm):
     sizes: list[int] = []
     real = engine.generate_batch_sync
 
-    def recording(requests: Any) -> Any:
+    def recording(requests: Any, **kw: Any) -> Any:
         sizes.append(len(requests))
-        return real(requests)
+        return real(requests, **kw)
 
     engine.generate_batch_sync = recording  # type: ignore[method-assign]
     kw = {"max_tokens": 4, "temperature": 1.0, "stop_ids": []}
@@ -586,11 +586,11 @@ def test_hf_batched_engine_serves_concurrent_turns_together(smol_tok, tiny_lm):
     alone = HFEngine(model=tiny_lm, tokenizer=smol_tok, device="cpu", prefix_cache=False)
     assert [g.ids for g in got] == [alone.generate_sync(list(range(50, 60 + i)), seed=i, **kw).ids for i in range(5)]
 
-    def broken(requests: Any) -> Any:
+    def broken(requests: Any, **kw: Any) -> Any:
         if len(sizes) == 3:
             sizes.append(len(requests))
             raise RuntimeError("CUDA out of memory")
-        return recording(requests)
+        return recording(requests, **kw)
 
     engine.generate_batch_sync = broken  # type: ignore[method-assign]
     got = run(many(3))
@@ -600,6 +600,87 @@ def test_hf_batched_engine_serves_concurrent_turns_together(smol_tok, tiny_lm):
     with pytest.raises(ValueError, match="max_batch"):
         HFEngine(model=tiny_lm, tokenizer=smol_tok, device="cpu", max_batch=0)
     assert torch is not None
+
+
+def test_hf_batch_hands_back_its_running_rows_and_they_continue_as_they_would_have(smol_tok, tiny_lm):
+    """``hand_back``: once half of the rows have stopped the batch returns, the rows still running come back
+    unfinished with their generators, and a continuation (prompt plus what they drew, the budget less it) draws the
+    ids and logprobs the row would have drawn alone, reading one new token (its keys and values were kept)."""
+    pytest.importorskip("torch")
+    from toolworld.rollout.engines.hf import BatchRequest, HFEngine, Unfinished
+
+    alone = HFEngine(model=tiny_lm, tokenizer=smol_tok, device="cpu", prefix_cache=False)
+    engine = HFEngine(model=tiny_lm, tokenizer=smol_tok, device="cpu", max_batch=4)
+    reqs = [BatchRequest(list(range(200, 200 + n)), budget, t, [], seed)
+            for n, budget, t, seed in ((7, 2, 1.0, 1), (30, 3, 0.0, 2), (12, 9, 0.9, 3), (50, 12, 1.2, 4))]  # fmt: skip
+    expected = [_alone(alone, r) for r in reqs]
+    got = engine.generate_batch_sync(reqs, hand_back=True)
+    assert [g.ids for g in got[:2]] == [e.ids for e in expected[:2]]  # stopped: handed back whole
+    assert all(isinstance(g, Unfinished) for g in got[2:]) and [len(g.ids) for g in got[2:]] == [3, 3]
+    prefilled: list[int] = []
+    forward = engine._forward
+
+    def counting(ids: list[int], cache: Any) -> Any:
+        prefilled.append(len(ids))
+        return forward(ids, cache)
+
+    engine._forward = counting  # type: ignore[method-assign]
+    parts = got[2:]
+    rest = [BatchRequest(r.prompt_ids + g.ids, r.max_tokens - len(g.ids), r.temperature, r.stop_ids, r.seed)
+            for r, g in zip(reqs[2:], parts, strict=True)]  # fmt: skip
+    more = engine.generate_batch_sync(rest, generators=[g.generator for g in parts])
+    assert prefilled == [1, 1]
+    for g, m, e in zip(parts, more, expected[2:], strict=True):
+        assert g.ids + m.ids == e.ids and m.finish_reason == e.finish_reason
+        assert g.logprobs + m.logprobs == pytest.approx(e.logprobs, abs=1e-4)
+    assert engine.generate_batch_sync(reqs) and all(
+        not isinstance(g, Unfinished) for g in engine.generate_batch_sync(reqs))  # off by default: runs to the end
+
+
+def test_hf_batched_engine_lets_the_next_turn_join_a_long_reply(smol_tok, tiny_lm):
+    """An episode whose reply stopped early sends its next turn while another episode's long reply is still being
+    decoded: the next batch holds both (the long reply handed back and continued), and every reply is what it is
+    alone. Without hand back the next turn waits until the long reply ends."""
+    pytest.importorskip("torch")
+    import asyncio
+
+    from toolworld.rollout.engines.hf import HFEngine
+
+    alone = HFEngine(model=tiny_lm, tokenizer=smol_tok, device="cpu", prefix_cache=False)
+
+    def play(hand_back: bool) -> tuple[list[list[int]], list[int]]:
+        engine = HFEngine(model=tiny_lm, tokenizer=smol_tok, device="cpu", max_batch=2, hand_back=hand_back)
+        sizes: list[int] = []
+        real = engine.generate_batch_sync
+
+        def recording(requests: Any, **kw: Any) -> Any:
+            sizes.append(len(requests))
+            return real(requests, **kw)
+
+        engine.generate_batch_sync = recording  # type: ignore[method-assign]
+
+        async def short_turns() -> list[int]:
+            first = await engine.generate(list(range(300, 320)), max_tokens=2, temperature=1.0, stop_ids=[], seed=5)
+            second = await engine.generate(list(range(300, 320)) + first.ids + [77, 78], max_tokens=3,
+                                           temperature=1.0, stop_ids=[], seed=6)  # fmt: skip
+            return first.ids + second.ids
+
+        async def both() -> list[Any]:
+            long = engine.generate(list(range(400, 440)), max_tokens=20, temperature=0.8, stop_ids=[], seed=7)
+            return list(await asyncio.gather(short_turns(), long))
+
+        short, long = run(both())
+        return [short, long.ids], sizes
+
+    (short, long), sizes = play(True)
+    want_long = alone.generate_sync(list(range(400, 440)), max_tokens=20, temperature=0.8, stop_ids=[], seed=7)
+    first = alone.generate_sync(list(range(300, 320)), max_tokens=2, temperature=1.0, stop_ids=[], seed=5)
+    second = alone.generate_sync(list(range(300, 320)) + first.ids + [77, 78], max_tokens=3, temperature=1.0,
+                                 stop_ids=[], seed=6)  # fmt: skip
+    assert long == want_long.ids and short == first.ids + second.ids
+    assert sizes[:2] == [2, 2]  # the second turn decoded beside the long reply's continuation
+    (short_off, long_off), sizes_off = play(False)
+    assert (short_off, long_off) == (short, long) and sizes_off == [2, 1]
 
 
 def test_hf_batched_engine_gives_freed_memory_back_after_each_batch(smol_tok, tiny_lm, monkeypatch):
@@ -617,7 +698,7 @@ def test_hf_batched_engine_gives_freed_memory_back_after_each_batch(smol_tok, ti
     assert calls == [3]  # once, after the batch (its rows already in the pool)
     engine.generate_batch_sync(reqs[:1])
     assert len(calls) == 2
-    monkeypatch.setattr(engine, "_decode_batch", lambda requests: 1 / 0)
+    monkeypatch.setattr(engine, "_decode_batch", lambda requests, **kw: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         engine.generate_batch_sync(reqs)
     assert len(calls) == 3

@@ -98,6 +98,8 @@ ENGINE_OPTIONS: dict[str, dict[str, Callable[[Any], Any]]] = {
         "prefix_cache": _to_bool,
         "max_batch": _at_least(1, _to_int),
         "batch_wait_s": _at_least(0.0, _to_float),
+        "hand_back": _to_bool,
+        "refill_wait_s": _at_least(0.0, _to_float),
     },
     "gguf": {
         "tokenizer": _to_str,

@@ -12,7 +12,10 @@ re-reading the whole conversation. One model serves many episodes: calls run one
 
 ``max_batch > 1`` decodes concurrent requests together, which is what a GPU needs: one token of one sequence
 leaves it almost idle, so a rollout of many episodes at a time (``concurrency``) is only as fast as its batches.
-Requests that arrive while a batch runs wait for the next one (a turn-level continuous batching). Each prompt is
+Requests that arrive while a batch runs wait for the next one (a turn-level continuous batching); once half of a
+batch's rows have stopped, the batch hands its finished replies back and its running rows wait at the head of the
+queue, their keys and values kept and their generators carried, so the finished episodes' next turns join them in
+the next batch instead of waiting for the longest reply. Each prompt is
 prefilled on its own (no padding, no ``B x L x L`` mask), the caches are left-padded into one, and the rows are
 decoded together under an attention mask; a row leaves the batch when it stops. Each row draws from its own
 ``torch.Generator`` seeded like the unbatched path, so a row gets the ids it would get alone up to the float
@@ -134,9 +137,30 @@ class BatchRequest:
 
 
 @dataclass(slots=True)
+class Unfinished:
+    """A row a batch handed back before it stopped (``generate_batch_sync(..., hand_back=True)``): what it sampled
+    so far and the generator it draws from, so that a continuation (the prompt plus ``ids``, the budget less
+    ``len(ids)``) draws what the row would have drawn next."""
+
+    ids: list[int]
+    logprobs: list[float]
+    generator: Any
+
+
+@dataclass(slots=True)
 class _Waiting:
     request: BatchRequest
     future: asyncio.Future[Generation]
+    ids: list[int] = field(default_factory=list)  # sampled by earlier batches that handed the row back
+    logprobs: list[float] = field(default_factory=list)
+    generator: Any = None  # the row's generator, carried from the batch that handed it back
+
+    def resumed(self, part: Unfinished) -> _Waiting:
+        """This request's continuation after a batch handed it back with ``part`` sampled."""
+        req = self.request
+        return _Waiting(BatchRequest(req.prompt_ids + part.ids, req.max_tokens - len(part.ids), req.temperature,
+                                     req.stop_ids, req.seed),
+                        self.future, self.ids + part.ids, self.logprobs + part.logprobs, part.generator)  # fmt: skip
 
 
 def _layer_kv(cache: Any, layer: int) -> tuple[Any, Any]:
@@ -179,6 +203,11 @@ class HFEngine:
         max_batch: decode up to this many concurrent requests together (1: one at a time, with the prefix cache).
             Pair it with a rollout ``concurrency`` of the same size; worth it on a GPU.
         batch_wait_s: how long a batch waits for more requests after the first arrives.
+        hand_back: once half of a batch's rows have stopped, return their replies and continue the running rows in
+            the next batch, beside the turns that follow (needs the prefix cache; off: a batch runs until its
+            longest reply ends and the episodes whose rows stopped wait for it).
+        refill_wait_s: after a batch handed rows back, how long the next one waits at most for the episodes whose
+            replies it returned to send their next turns.
     """
 
     def __init__(
@@ -192,6 +221,8 @@ class HFEngine:
         model: Any = None,
         max_batch: int = 1,
         batch_wait_s: float = 0.005,
+        hand_back: bool = True,
+        refill_wait_s: float = 0.05,
     ) -> None:
         import torch
 
@@ -201,6 +232,7 @@ class HFEngine:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         self.max_batch = int(max_batch)
         self.batch_wait_s = max(0.0, float(batch_wait_s))
+        self.refill_wait_s = max(0.0, float(refill_wait_s))
         self._waiting: list[_Waiting] = []
         self._batcher: asyncio.Task[None] | None = None
         self.device = _pick_device(device)
@@ -239,6 +271,7 @@ class HFEngine:
         self.prefix_cache = prefix_cache and not getattr(config, "sliding_window", None) and layer_types == {
             "full_attention"
         }
+        self.hand_back = bool(hand_back) and self.prefix_cache  # a continuation reads the kept row, not its prompt
         self._cache: Any = None
         self._cache_ids: list[int] = []
         self._rows: list[tuple[list[int], Any]] = []  # batched mode's prefix cache: (ids, cache), oldest first
@@ -279,27 +312,42 @@ class HFEngine:
         return await future
 
     async def _run_batches(self) -> None:
-        """Serve waiting requests, ``max_batch`` at a time, until none wait."""
+        """Serve waiting requests, ``max_batch`` at a time, until none wait. Rows a batch hands back go first into
+        the next one, which waits up to ``refill_wait_s`` for the turns of the episodes whose replies were returned."""
+        expected = 0  # requests the next batch can count on: the previous batch's, when it handed rows back
         while self._waiting:
             await asyncio.sleep(self.batch_wait_s)  # let the other episodes' turns arrive
+            waited, want = 0.0, min(expected, self.max_batch)
+            while len(self._waiting) < want and waited < self.refill_wait_s:
+                await asyncio.sleep(self.batch_wait_s or 0.001)
+                waited += self.batch_wait_s or 0.001
             batch = [w for w in self._waiting[: self.max_batch] if not w.future.done()]  # done: cancelled
             del self._waiting[: self.max_batch]
             if not batch:
                 continue
             try:
-                gens = await asyncio.to_thread(self.generate_batch_sync, [w.request for w in batch])
+                gens = await asyncio.to_thread(self.generate_batch_sync, [w.request for w in batch],
+                                               hand_back=self.hand_back, generators=[w.generator for w in batch])  # fmt: skip
             except (RuntimeError, MemoryError) as exc:  # CUDA OOM, device lost: not the agent's fault
                 error: BaseException = InfraError(f"transformers generation failed: {exc}", kind="engine_error")
                 gens = None
             except Exception as exc:  # TokenPolicy wraps it as a non-retryable InfraError
                 error, gens = exc, None
+            resumed = []
             for i, waiting in enumerate(batch):
                 if waiting.future.done():
                     continue
                 if gens is None:
                     waiting.future.set_exception(error)
+                elif isinstance(gens[i], Unfinished):
+                    resumed.append(waiting.resumed(gens[i]))
                 else:
-                    waiting.future.set_result(gens[i])
+                    gen = gens[i]
+                    waiting.future.set_result(gen if not waiting.ids else Generation(
+                        ids=waiting.ids + gen.ids, logprobs=waiting.logprobs + gen.logprobs,
+                        finish_reason=gen.finish_reason))  # fmt: skip
+            self._waiting[:0] = resumed
+            expected = len(batch) if resumed else 0
 
     def _new_cache(self) -> Any:
         from transformers import DynamicCache
@@ -309,16 +357,22 @@ class HFEngine:
         except TypeError:  # transformers < 4.56 builds it without a config
             return DynamicCache()
 
-    def generate_batch_sync(self, requests: Sequence[BatchRequest]) -> list[Generation]:
-        """Decode ``requests`` together (blocking); one :class:`Generation` per request, in order."""
+    def generate_batch_sync(self, requests: Sequence[BatchRequest], *, hand_back: bool = False,
+                            generators: Sequence[Any] | None = None) -> list[Generation | Unfinished]:  # fmt: skip
+        """Decode ``requests`` together (blocking); one :class:`Generation` per request, in order.
+
+        ``hand_back``: once half of the rows have stopped, stop the batch and return an :class:`Unfinished` for each
+        row still running (its keys and values kept in the prefix cache). ``generators``: per request, the
+        ``torch.Generator`` of an :class:`Unfinished` being continued (``None``: a new one from the seed)."""
         try:
-            return self._decode_batch(requests)
+            return self._decode_batch(requests, hand_back=hand_back and self.prefix_cache, generators=generators)
         finally:  # the batch's caches are freed by now; each batch's have their own sizes, and the holes they
             release_freed_memory()  # leave in the heap would otherwise pile up (``core/memory.py``)
 
-    def _decode_batch(self, requests: Sequence[BatchRequest]) -> list[Generation]:
+    def _decode_batch(self, requests: Sequence[BatchRequest], *, hand_back: bool = False,
+                      generators: Sequence[Any] | None = None) -> list[Generation | Unfinished]:  # fmt: skip
         torch = self._torch
-        out: list[Generation] = [Generation(ids=[], logprobs=[], finish_reason="length") for _ in requests]
+        out: list[Generation | Unfinished] = [Generation(ids=[], logprobs=[], finish_reason="length") for _ in requests]
         budgets: dict[int, int] = {}
         for i, req in enumerate(requests):
             room = req.max_tokens if self.max_context is None else min(req.max_tokens,
@@ -355,9 +409,11 @@ class HFEngine:
             logits = torch.stack(first)
             gens = []
             for i in rows:
-                seed = requests[i].seed
-                gen = torch.Generator(device=self.device)
-                gen.manual_seed(seed if seed is not None else secrets.randbits(63))
+                gen = generators[i] if generators is not None else None
+                if gen is None:
+                    seed = requests[i].seed
+                    gen = torch.Generator(device=self.device)
+                    gen.manual_seed(seed if seed is not None else secrets.randbits(63))
                 gens.append(gen)
             temps = torch.tensor([max(requests[i].temperature, 0.0) or 1.0 for i in rows], device=self.device)
             stops = [set(requests[i].stop_ids) for i in rows]
@@ -394,6 +450,12 @@ class HFEngine:
                         self._keep_row(cache, j, width - lengths[r], width + fed, requests[rows[r]].prompt_ids + ids[r][:-1])
                 running = [j for j, r in enumerate(present) if not done[r]]
                 if not running:
+                    break
+                if hand_back and len(running) <= len(rows) // 2:  # return the finished; the rest go on later
+                    for j in running:
+                        r = present[j]
+                        self._keep_row(cache, j, width - lengths[r], width + fed, requests[rows[r]].prompt_ids + ids[r][:-1])
+                        out[rows[r]] = Unfinished(ids=ids[r], logprobs=logprobs[r], generator=gens[r])
                     break
                 if len(running) <= len(present) // 2:
                     index = torch.tensor(running, dtype=torch.long, device=self.device)
