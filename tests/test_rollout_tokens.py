@@ -523,6 +523,32 @@ def test_prompt_retry_takes_back_only_prompt_tokens(smol_tok):
 # ------------------------------------------------------------------------------ the hf engine, batched decoding
 
 
+def _count_prefills(engine: Any) -> list[int]:
+    """Wrap the engine's prefill forward: the list fills with the number of ids each prefill reads."""
+    prefilled: list[int] = []
+    forward = engine._forward
+
+    def counting(ids: list[int], cache: Any) -> Any:
+        prefilled.append(len(ids))
+        return forward(ids, cache)
+
+    engine._forward = counting
+    return prefilled
+
+
+def _record_batches(engine: Any) -> list[int]:
+    """Wrap the engine's batch call: the list fills with the size of each batch it decodes."""
+    sizes: list[int] = []
+    real = engine.generate_batch_sync
+
+    def recording(requests: Any, **kw: Any) -> Any:
+        sizes.append(len(requests))
+        return real(requests, **kw)
+
+    engine.generate_batch_sync = recording
+    return sizes
+
+
 def _alone(engine: Any, req: Any) -> Generation:
     return engine.generate_sync(req.prompt_ids, max_tokens=req.max_tokens, temperature=req.temperature,
                                 stop_ids=req.stop_ids, seed=req.seed)  # fmt: skip
@@ -566,14 +592,8 @@ def test_hf_batched_engine_serves_concurrent_turns_together(smol_tok, tiny_lm):
     from toolworld.rollout.engines.hf import HFEngine
 
     engine = HFEngine(model=tiny_lm, tokenizer=smol_tok, device="cpu", max_batch=2)
-    sizes: list[int] = []
-    real = engine.generate_batch_sync
-
-    def recording(requests: Any, **kw: Any) -> Any:
-        sizes.append(len(requests))
-        return real(requests, **kw)
-
-    engine.generate_batch_sync = recording  # type: ignore[method-assign]
+    sizes = _record_batches(engine)
+    recording = engine.generate_batch_sync
     kw = {"max_tokens": 4, "temperature": 1.0, "stop_ids": []}
 
     async def many(n: int) -> list[Any]:
@@ -617,14 +637,7 @@ def test_hf_batch_hands_back_its_running_rows_and_they_continue_as_they_would_ha
     got = engine.generate_batch_sync(reqs, hand_back=True)
     assert [g.ids for g in got[:2]] == [e.ids for e in expected[:2]]  # stopped: handed back whole
     assert all(isinstance(g, Unfinished) for g in got[2:]) and [len(g.ids) for g in got[2:]] == [3, 3]
-    prefilled: list[int] = []
-    forward = engine._forward
-
-    def counting(ids: list[int], cache: Any) -> Any:
-        prefilled.append(len(ids))
-        return forward(ids, cache)
-
-    engine._forward = counting  # type: ignore[method-assign]
+    prefilled = _count_prefills(engine)
     parts = got[2:]
     rest = [BatchRequest(r.prompt_ids + g.ids, r.max_tokens - len(g.ids), r.temperature, r.stop_ids, r.seed)
             for r, g in zip(reqs[2:], parts, strict=True)]  # fmt: skip
@@ -650,14 +663,7 @@ def test_hf_batched_engine_lets_the_next_turn_join_a_long_reply(smol_tok, tiny_l
 
     def play(hand_back: bool) -> tuple[list[list[int]], list[int]]:
         engine = HFEngine(model=tiny_lm, tokenizer=smol_tok, device="cpu", max_batch=2, hand_back=hand_back)
-        sizes: list[int] = []
-        real = engine.generate_batch_sync
-
-        def recording(requests: Any, **kw: Any) -> Any:
-            sizes.append(len(requests))
-            return real(requests, **kw)
-
-        engine.generate_batch_sync = recording  # type: ignore[method-assign]
+        sizes = _record_batches(engine)
 
         async def short_turns() -> list[int]:
             first = await engine.generate(list(range(300, 320)), max_tokens=2, temperature=1.0, stop_ids=[], seed=5)
@@ -717,14 +723,7 @@ def test_hf_batched_episodes_keep_their_own_tokens(smol_tok, tiny_lm):
     from toolworld.rollout.engines.hf import HFEngine
 
     engine = HFEngine(model=tiny_lm, tokenizer=smol_tok, device="cpu", max_batch=4)
-    prefilled: list[int] = []
-    forward = engine._forward
-
-    def counting(ids: list[int], cache: Any) -> Any:
-        prefilled.append(len(ids))
-        return forward(ids, cache)
-
-    engine._forward = counting  # type: ignore[method-assign]
+    prefilled = _count_prefills(engine)
     temperature = 0.8
     policy = TokenPolicy(engine, name="tiny", max_tokens=6, temperature=temperature)
     sessions = [policy.start(tools=[], seed=seed) for seed in (7, 8)]
