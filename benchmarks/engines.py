@@ -21,7 +21,9 @@ Each configuration also reports its peak resident memory (``peak_rss_gb``, the s
 (``toolworld.core.memory``): the same command, started through a wrapper that replaces the trim by a no-op.
 ``*-static`` is the hf engine with ``hand_back=0``: a batch runs until its longest reply ends, while the episodes
 whose replies stopped early wait for it (the default hands those replies back once half of a batch has stopped
-and continues the running rows beside the next turns).
+and continues the running rows beside the next turns). ``*-solo`` is the hf engine with ``batch_prefill=0``: each
+prompt of a batch is read by a forward of its own (the default reads the new ids of all the prompts that extend a
+kept turn in one forward).
 
 The last line printed is one JSON object.
 """
@@ -49,6 +51,9 @@ CONFIGS: dict[str, tuple[str, str, int, bool, str]] = {
     # a batch runs until its longest reply ends (no hand back of the running rows once half have stopped)
     "hf-bf16-b8-static": ("hf", "bfloat16", 8, True, ",hand_back=0"),
     "hf-fp32-b8-static": ("hf", "float32", 8, True, ",hand_back=0"),
+    # every prompt of a batch read by a forward of its own (no batched read of the next turns' new ids)
+    "hf-bf16-b8-solo": ("hf", "bfloat16", 8, True, ",batch_prefill=0"),
+    "hf-fp32-b8-solo": ("hf", "float32", 8, True, ",batch_prefill=0"),
 }
 
 #: ``python -m toolworld`` with the hf engine's heap trim replaced by a no-op (the engine as it was without one).

@@ -523,16 +523,23 @@ def test_prompt_retry_takes_back_only_prompt_tokens(smol_tok):
 # ------------------------------------------------------------------------------ the hf engine, batched decoding
 
 
-def _count_prefills(engine: Any) -> list[int]:
-    """Wrap the engine's prefill forward: the list fills with the number of ids each prefill reads."""
+def _count_prefills(engine: Any, together: list[list[int]] | None = None) -> list[int]:
+    """Wrap the engine's prefill forwards: the list fills with the number of ids each prompt reads (alone or read
+    together with others); ``together``, when given, with the ids read per forward that read several prompts."""
     prefilled: list[int] = []
-    forward = engine._forward
+    forward, read_together = engine._forward, engine._read_together
 
     def counting(ids: list[int], cache: Any) -> Any:
         prefilled.append(len(ids))
         return forward(ids, cache)
 
-    engine._forward = counting
+    def counting_together(parts: Any) -> Any:
+        prefilled.extend(len(ids) for ids, _, _ in parts)
+        if together is not None:
+            together.append([len(ids) for ids, _, _ in parts])
+        return read_together(parts)
+
+    engine._forward, engine._read_together = counting, counting_together
     return prefilled
 
 
@@ -580,6 +587,42 @@ def test_hf_batched_rows_get_what_they_would_alone(smol_tok, tiny_lm):
     assert len(got[3].ids) == 3 and got[3].finish_reason == "length"
     assert len(got[6].ids) == 3  # 2045 prompt ids in a 2048-token context leave room for 3
     assert len({tuple(g.ids) for g in got[2:6]}) == 4  # the rows are not one row repeated
+
+
+def test_hf_next_turns_read_their_new_ids_in_one_forward(smol_tok, tiny_lm):
+    """A batch of next turns (each prompt extends its episode's kept turn by new ids of its own length) reads all
+    the new ids in one forward, padded in the middle of the rows: every row still gets the ids and logprobs it
+    gets alone, and the same as with ``batch_prefill`` off, which reads one prompt per forward."""
+    pytest.importorskip("torch")
+    from toolworld.rollout.engines.hf import BatchRequest, HFEngine
+
+    alone = HFEngine(model=tiny_lm, tokenizer=smol_tok, device="cpu", prefix_cache=False)
+    firsts = [BatchRequest([1000 + i, *range(500, 500 + n)], budget, t, [], seed)
+              for i, (n, budget, t, seed) in enumerate(((9, 3, 1.0, 1), (60, 5, 0.0, 2), (25, 2, 0.8, 3),
+                                                        (140, 4, 1.1, 4)))]  # fmt: skip
+    news = ([7, 8, 9], list(range(600, 690)), [11], list(range(700, 731)))
+
+    def play(batch_prefill: bool) -> tuple[list[Generation], list[int], list[list[int]]]:
+        engine = HFEngine(model=tiny_lm, tokenizer=smol_tok, device="cpu", max_batch=4, batch_prefill=batch_prefill)
+        replies = engine.generate_batch_sync(firsts)
+        seconds = [BatchRequest(r.prompt_ids + g.ids + new, 6, r.temperature, [], r.seed + 10)
+                   for r, g, new in zip(firsts, replies, news, strict=True)]  # fmt: skip
+        together: list[list[int]] = []
+        prefilled = _count_prefills(engine, together)
+        return replies + engine.generate_batch_sync(seconds), prefilled, together
+
+    got, prefilled, together = play(True)
+    seconds = [BatchRequest(r.prompt_ids + g.ids + new, 6, r.temperature, [], r.seed + 10)
+               for r, g, new in zip(firsts, got[:4], news, strict=True)]  # fmt: skip
+    expected = [_alone(alone, r) for r in firsts + seconds]
+    assert [g.ids for g in got] == [e.ids for e in expected]
+    for g, e in zip(got, expected, strict=True):
+        assert g.logprobs == pytest.approx(e.logprobs, abs=1e-4)
+    # each reads its new ids and the last id of its reply (kept without it), all four in one forward
+    assert together == [[len(new) + 1 for new in news]] and prefilled == together[0]
+    off, prefilled_off, together_off = play(False)
+    assert [g.ids for g in off] == [g.ids for g in got] and together_off == []
+    assert prefilled_off == [len(new) + 1 for new in news]
 
 
 def test_hf_batched_engine_serves_concurrent_turns_together(smol_tok, tiny_lm):

@@ -100,6 +100,7 @@ ENGINE_OPTIONS: dict[str, dict[str, Callable[[Any], Any]]] = {
         "batch_wait_s": _at_least(0.0, _to_float),
         "hand_back": _to_bool,
         "refill_wait_s": _at_least(0.0, _to_float),
+        "batch_prefill": _to_bool,
     },
     "gguf": {
         "tokenizer": _to_str,
