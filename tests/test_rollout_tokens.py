@@ -590,9 +590,10 @@ def test_hf_batched_rows_get_what_they_would_alone(smol_tok, tiny_lm):
 
 
 def test_hf_next_turns_read_their_new_ids_in_one_forward(smol_tok, tiny_lm):
-    """A batch of next turns (each prompt extends its episode's kept turn by new ids of its own length) reads all
-    the new ids in one forward, padded in the middle of the rows: every row still gets the ids and logprobs it
-    gets alone, and the same as with ``batch_prefill`` off, which reads one prompt per forward."""
+    """A batch of next turns (each prompt extends its episode's kept turn by new ids of its own length) reads the
+    new ids of rows of similar lengths in one forward, padded in the middle of the rows: every row still gets the
+    ids and logprobs it gets alone, and the same as with ``batch_prefill`` off, which reads one prompt per
+    forward."""
     pytest.importorskip("torch")
     from toolworld.rollout.engines.hf import BatchRequest, HFEngine
 
@@ -618,11 +619,23 @@ def test_hf_next_turns_read_their_new_ids_in_one_forward(smol_tok, tiny_lm):
     assert [g.ids for g in got] == [e.ids for e in expected]
     for g, e in zip(got, expected, strict=True):
         assert g.logprobs == pytest.approx(e.logprobs, abs=1e-4)
-    # each reads its new ids and the last id of its reply (kept without it), all four in one forward
-    assert together == [[len(new) + 1 for new in news]] and prefilled == together[0]
+    # each reads its new ids and the last id of its reply (kept without it); rows of similar lengths together, so
+    # that a long read is not padded onto short ones
+    assert together == [[2, 4], [32, 91]] and sorted(prefilled) == sorted(len(new) + 1 for new in news)
     off, prefilled_off, together_off = play(False)
     assert [g.ids for g in off] == [g.ids for g in got] and together_off == []
     assert prefilled_off == [len(new) + 1 for new in news]
+
+
+def test_rows_read_together_are_of_similar_lengths():
+    """A forward pads every row it reads to the longest: a group grows while its padded size stays within 1.5
+    times the ids it reads, so seven 1-id continuations are not padded to a 300-id tool result."""
+    from toolworld.rollout.engines.hf import _similar_lengths
+
+    assert _similar_lengths([1, 300, 1, 1, 250, 200, 1, 40], key=int) == [[1, 1, 1, 1], [40], [200, 250, 300]]
+    assert _similar_lengths([196, 121, 171, 146], key=int) == [[121, 146, 171, 196]]  # 784 padded for 634
+    assert _similar_lengths([296, 121, 171, 146], key=int) == [[121, 146, 171], [296]]  # 1,184 for 734: too many
+    assert _similar_lengths([], key=int) == []
 
 
 def test_hf_batched_engine_serves_concurrent_turns_together(smol_tok, tiny_lm):
