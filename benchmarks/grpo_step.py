@@ -1,7 +1,7 @@
 """How far one GRPO update moves a trained model, per optimizer and learning rate, on the same sampled trials.
 
 Run: ``python benchmarks/grpo_step.py --model DIR --tasks FILE [--n 8] [--group 4] [--temperature 0.3]
-[--configs adamw:2e-5,sgd:0.05,sgd:0.2]``.
+[--configs adamw:2e-5,sgd:0.05,sgd:0.2,lora:1e-4]``.
 
 A learning rate means different things to AdamW (whose first step moves every weight by ~lr, the sign of its
 gradient) and to SGD (which moves each weight by lr times its gradient), and a GRPO run on a CPU is a few steps
@@ -16,6 +16,9 @@ from the same weights each time, makes one update per configuration and measures
 - ``gold_drift`` / ``gold_abs_drift``: the mean change (and mean absolute change) of the logprobs of the gold
   assistant tokens of ``--measure`` tasks of the same file that were not sampled: what the step costs elsewhere;
 - ``step_norm`` (L2 norm of the weight change) and ``grad_norm`` (before clipping).
+
+``lora:LR`` is AdamW on LoRA adapters (rank ``--lora-r``, alpha ``2r``, ``train grpo --lora``): its step norm is
+that of the merged weights, its grad norm the adapters'.
 
 Prints one JSON line per configuration, then one JSON object as the last line.
 """
@@ -50,6 +53,7 @@ from toolworld.train.grpo import (
     update,
 )
 from toolworld.train.logprobs import token_logprobs
+from toolworld.train.lora import wrap_lora
 from toolworld.train.sft import load_model, sft_samples
 
 
@@ -80,7 +84,8 @@ def main() -> None:
     p.add_argument("--group", type=int, default=4, help="Trials per task.")
     p.add_argument("--temperature", type=float, default=0.3)
     p.add_argument("--configs", default="adamw:2e-5,sgd:0.05,sgd:0.2",
-                   help=f"Comma-separated OPTIMIZER:LR ({', '.join(OPTIMIZERS)}).")
+                   help=f"Comma-separated OPTIMIZER:LR ({', '.join(OPTIMIZERS)}, or lora: AdamW on LoRA adapters).")
+    p.add_argument("--lora-r", type=int, default=16, help="LoRA rank of the lora configurations.")
     p.add_argument("--advantage", choices=ADVANTAGES, default="gigpo")
     p.add_argument("--reward", choices=REWARDS, default="success")
     p.add_argument("--measure", type=int, default=8, help="Gold conversations (tasks after the sampled ones) measured.")
@@ -99,8 +104,9 @@ def main() -> None:
             rate = float(lr)
         except ValueError:
             rate = 0.0
-        if name not in OPTIMIZERS or not rate > 0:
-            p.error(f"--configs: {spec!r} is not OPTIMIZER:LR with OPTIMIZER one of {', '.join(OPTIMIZERS)} and LR > 0")
+        if name not in (*OPTIMIZERS, "lora") or not rate > 0:
+            p.error(f"--configs: {spec!r} is not OPTIMIZER:LR with OPTIMIZER one of {', '.join(OPTIMIZERS)} or lora, "
+                    "and LR > 0")
         configs.append((name, rate))
 
     from toolworld.env.limits import Limits
@@ -127,8 +133,9 @@ def main() -> None:
     del twin
 
     def config(name: str, lr: float) -> GRPOConfig:
-        return GRPOConfig(out=Path(tempfile.gettempdir()), group=a.group, temperature=a.temperature, optimizer=name,
-                          lr=lr, advantage=a.advantage, reward=a.reward, bf16=True, packing=False,
+        return GRPOConfig(out=Path(tempfile.gettempdir()), group=a.group, temperature=a.temperature,
+                          optimizer="adamw" if name == "lora" else name, lr=lr, lora=name == "lora", lora_r=a.lora_r,
+                          lora_alpha=2 * a.lora_r, advantage=a.advantage, reward=a.reward, bf16=True, packing=False,
                           max_len=a.max_len, tensorboard=False)  # fmt: skip
 
     _, train_on, spread = advantaged(pairs, config(*configs[0]))
@@ -148,8 +155,9 @@ def main() -> None:
     before, before_gold = logprobs(model, train_on, pad, a.temperature), logprobs(model, gold, pad, 1.0)
     for name, lr in configs:
         trained = copy.deepcopy(model)
-        params = [q for q in trained.parameters() if q.requires_grad]
         cfg = config(name, lr)
+        peft = wrap_lora(trained, r=cfg.lora_r, alpha=cfg.lora_alpha) if cfg.lora else None  # adapters in trained
+        params = [q for q in trained.parameters() if q.requires_grad]
         t0 = time.perf_counter()
         stats = update(trained, None, train_on, make_optimizer(params, cfg), params, cfg, pad)
         took = time.perf_counter() - t0
@@ -163,6 +171,8 @@ def main() -> None:
             (pos if float((adv * mask).sum()) > 0 else neg).append(mean_change([b], [af], [s])[0])
         drift, abs_drift = mean_change(before_gold, after_gold, gold), mean_change(before_gold, after_gold, gold,
                                                                                    absolute=True)  # fmt: skip
+        if peft is not None:  # the adapters folded into the weights they adapt, so the step norm compares like
+            peft.merge_and_unload()
         moved = sum(float((q1.detach() - q0.detach()).norm() ** 2)
                     for q1, q0 in zip(trained.parameters(), model.parameters(), strict=True)) ** 0.5  # fmt: skip
         row = {"optimizer": name, "lr": lr, "objective": round(gain / num, 5),

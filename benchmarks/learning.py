@@ -476,6 +476,7 @@ class Bench:
                             updates=a.grpo_updates, min_groups=a.grpo_min_groups, max_draws=a.grpo_max_draws,
                             balance=a.grpo_balance, guide=a.grpo_guide or "", sft_coef=a.grpo_sft,
                             advantage=a.grpo_advantage, kl_coef=a.grpo_kl,
+                            lora=a.grpo_lora, lora_r=a.grpo_lora_r, lora_alpha=2 * a.grpo_lora_r,
                             reward=a.grpo_reward, reward_control=a.grpo_reward_control,
                             temperature=a.temperature,
                             tool_prompt=TOOL_PROMPT, concurrency=a.batch if a.engine == "hf" else 1, seed=a.grpo_seed,
@@ -652,6 +653,10 @@ def main() -> None:
                    help="Evaluate GRPO's policy on the held-out tasks after every K-th step, as the stages are "
                         "(--eval-trials at --eval-temperature): the curve shows each (0: only the stage's end).")
     p.add_argument("--grpo-kl", type=float, default=0.0, help="KL coefficient to the RFT model (0: no reference).")
+    p.add_argument("--grpo-lora", action="store_true",
+                   help="GRPO trains LoRA adapters (rank --grpo-lora-r, alpha 2r) instead of every weight; its lr is "
+                        "then about ten times a full update's. Needs --engine hf.")
+    p.add_argument("--grpo-lora-r", type=int, default=16, help="LoRA rank of --grpo-lora.")
     p.add_argument("--grpo-reward", choices=REWARDS, default="partial",
                    help="Reward of a GRPO trial: the score's weighted components, or 1 for success else 0.")
     p.add_argument("--grpo-reward-control", choices=tuple(REWARD_CONTROLS), default="none",
@@ -689,6 +694,10 @@ def main() -> None:
     if args.grpo_eval_every and "llamacpp" in (args.engine, args.eval_engine or args.engine):
         p.error("--grpo-eval-every evaluates with GRPO's sampler, the batched hf engine: give --engine hf and no "
                 "other --eval-engine, so that its points are measured as the stages are")
+    if args.grpo_lora and args.engine != "hf":
+        p.error("--grpo-lora samples through the adapters with the batched hf engine: give --engine hf")
+    if args.grpo_lora_r < 1:
+        p.error(f"--grpo-lora-r must be >= 1, got {args.grpo_lora_r}")
     if args.batch is not None and args.batch < 1:
         p.error(f"--batch must be >= 1, got {args.batch}")
     args.eval_engine = args.eval_engine or args.engine

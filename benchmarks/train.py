@@ -125,9 +125,9 @@ def main() -> None:
 
     model, tokenizer, _ = load_model("smollm2")
     if args.lora:
-        from toolworld.train.sft import SFTConfig, _wrap_lora
+        from toolworld.train.lora import wrap_lora
 
-        model = _wrap_lora(model, SFTConfig(lora=True))
+        model = wrap_lora(model, r=16, alpha=32)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=1e-5)

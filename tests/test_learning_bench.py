@@ -186,6 +186,8 @@ def test_an_episode_of_the_benchmark_ends_by_turns_and_tokens_never_by_the_clock
         (["--eval-temperature", "-1"], "--eval-temperature must be >= 0"),
         (["--grpo-eval-every", "2"], "give --engine hf"),
         (["--grpo-eval-every", "2", "--engine", "hf", "--eval-engine", "llamacpp"], "give --engine hf"),
+        (["--grpo-lora"], "--grpo-lora samples through the adapters with the batched hf engine"),
+        (["--grpo-lora", "--engine", "hf", "--grpo-lora-r", "0"], "--grpo-lora-r must be >= 1"),
     ],
 )
 def test_an_evaluation_that_cannot_measure_is_refused_before_any_work(bench, tmp_path, monkeypatch, capsys, argv, says):

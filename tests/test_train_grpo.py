@@ -343,6 +343,104 @@ def test_a_run_killed_before_its_first_checkpoint_starts_over_and_logs_each_step
     assert [json.loads(line)["step"] for line in (out / "trials.jsonl").read_text().splitlines()] == [1, 1, 2, 2]
 
 
+# ------------------------------------------------------------------------------------------------ LoRA
+
+LORA = {"lora": True, "lora_r": 2, "lora_alpha": 4, "lr": 1e-2}
+
+
+@pytest.fixture(scope="module")
+def lora_steps(tokenizer, world, tasks, tmp_path_factory) -> dict[str, Any]:
+    """Two LoRA steps with a KL term to the start (the adapters switched off), a checkpoint after each."""
+    pytest.importorskip("peft")
+    out = tmp_path_factory.mktemp("grpo-lora")
+    model = tiny_model(tokenizer)
+    start = copy.deepcopy(model)
+    scorer = Recorder()
+    steps: list[Any] = []
+    result = train_grpo(model, tokenizer, world, tasks[:1], config(out, save_every=1, kl_coef=0.1, **LORA),
+                        scorer=scorer, on_step=steps.append)  # fmt: skip
+    return {"out": out, "model": model, "start": start, "scorer": scorer, "result": result, "steps": steps}
+
+
+def test_a_lora_run_trains_its_adapters_alone_and_returns_the_model_with_them_merged(lora_steps):
+    """Only the adapted projections move, each by a matrix of rank <= r; the model object and final/ hold the
+    merged weights under the plain model's names, and the checkpoints hold the adapter alone."""
+    from toolworld.train.lora import DEFAULT_LORA_TARGETS
+
+    out, start = lora_steps["out"], lora_steps["start"].state_dict()
+    after = lora_steps["model"].state_dict()
+    assert set(after) == set(start)  # no adapter layers left in the caller's model
+    adapted = [k for k in start if any(f".{t}." in k for t in DEFAULT_LORA_TARGETS)]
+    assert adapted and len(adapted) < len(start)
+    for key, before in start.items():
+        if key in adapted:
+            delta = after[key] - before
+            assert float(delta.abs().max()) > 0 and int(torch.linalg.matrix_rank(delta, atol=1e-7)) <= 2, key
+        else:
+            assert torch.equal(after[key], before), key  # embeddings, norms: as given
+    for ckpt in ("checkpoint-1", "checkpoint-2"):
+        assert (out / ckpt / "adapter_model.safetensors").is_file() and not list((out / ckpt).glob("model*.safetensors"))
+    assert not (out / "final" / "adapter_config.json").exists()
+    engine = HFEngine(out / "final", device="cpu", dtype="float32")
+    assert all(torch.equal(v, after[k]) for k, v in engine.model.state_dict().items())
+
+
+def test_a_lora_step_raises_the_rewarded_trial_against_the_start_and_measures_kl_to_it(lora_steps, tokenizer, tasks):
+    """Step 1's adapter raises the rewarded trial against the other; its KL to the start is 0 (the adapters begin
+    at zero) and step 2's is not (the reference stayed where the run began); the sampler that drew step 2 was the
+    updated one."""
+    from toolworld.train.lora import wrap_lora
+    from toolworld.train.sft import load_weights
+
+    start = lora_steps["start"]
+    peft = wrap_lora(copy.deepcopy(start), r=2, alpha=4)
+    load_weights(peft, lora_steps["out"] / "checkpoint-1", lora=True)
+    after = peft.get_base_model()
+    first = lora_steps["scorer"].seen[:2]
+    good = next(t for t in first if t.trial == 1)
+    bad = next(t for t in first if t.trial == 0)
+    moved = (sampled_logprob(after, good) - sampled_logprob(start, good)) - (
+        sampled_logprob(after, bad) - sampled_logprob(start, bad))  # fmt: skip
+    assert moved > 0
+    kls = [s.kl for s in lora_steps["steps"]]
+    assert abs(kls[0]) < 1e-7 and kls[1] > 1e-6, kls
+    assert all(s.logprob_gap is not None and s.logprob_gap < 1e-4 for s in lora_steps["steps"])
+
+
+def test_the_adapters_switched_off_are_the_model_they_were_put_on(tokenizer):
+    pytest.importorskip("peft")
+    from toolworld.train.lora import AdapterOff, wrap_lora
+
+    start = tiny_model(tokenizer)
+    peft = wrap_lora(copy.deepcopy(start), r=2, alpha=4)
+    with torch.no_grad():
+        for name, param in peft.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.5)
+    batch = collate([Sample(input_ids=list(range(100, 140)), loss_mask=[0] * 10 + [1] * 30)], 0)
+    with torch.no_grad():
+        plain, off, on = (token_logprobs(m, batch) for m in (start, AdapterOff(peft), peft.get_base_model()))
+    assert torch.equal(off, plain) and not torch.allclose(on, plain, atol=1e-3)
+
+
+def test_a_lora_run_resumes_from_its_adapter_and_refuses_to_go_on_as_a_full_one(lora_steps, tokenizer, world, tasks,
+                                                                                  tmp_path):  # fmt: skip
+    out = tmp_path / "run"
+    shutil.copytree(lora_steps["out"], out)
+    shutil.rmtree(out / "checkpoint-2")
+    shutil.rmtree(out / "final")
+    model = tiny_model(tokenizer)
+    with pytest.raises(GRPOError) as full:  # Adam's moments of an adapter cannot go on as a full update
+        train_grpo(model, tokenizer, world, tasks[:1], config(out, resume=True, kl_coef=0.1, lr=1e-2))
+    assert full.value.kind == "run_mismatch" and "lora" in str(full.value)
+    result = train_grpo(model, tokenizer, world, tasks[:1], config(out, resume=True, kl_coef=0.1, **LORA),
+                        scorer=Recorder())  # fmt: skip
+    assert result.resumed_from == 1 and result.steps == 2
+    reference = lora_steps["model"].state_dict()
+    assert set(model.state_dict()) == set(reference)
+    assert all(torch.allclose(v, reference[k], atol=1e-6) for k, v in model.state_dict().items())
+
+
 def test_tied_rewards_make_no_update(tokenizer, world, tasks, tmp_path):
     model = tiny_model(tokenizer)
     before = weights(model)
@@ -971,6 +1069,15 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
                              catch_exceptions=False)  # fmt: skip
     said = json.loads(lopsided.output.strip().splitlines()[-1])["error"]["message"]
     assert said.startswith("--balance-targets must be") and "--min-groups >= 1" in said and "min_groups" not in said
+    # LoRA from the command line: its own default lr, the adapter in the checkpoint, a merged final model
+    lora = runner.invoke(app, [*args[:6], str(tmp_path / "o15"), *args[7:], "--lora", "--lora-r", "2"],
+                         catch_exceptions=False)  # fmt: skip
+    assert lora.exit_code == 0, lora.output
+    saved = json.loads((tmp_path / "o15" / "checkpoint-1" / "trainer_state.json").read_text())["config"]
+    assert (saved["lora"], saved["lora_r"], saved["lora_alpha"], saved["lr"]) == (True, 2, 4, 1e-5)
+    assert (tmp_path / "o15" / "checkpoint-1" / "adapter_model.safetensors").is_file()
+    assert (tmp_path / "o15" / "final" / "config.json").is_file()
+    assert not (tmp_path / "o15" / "final" / "adapter_config.json").exists()
     missing = runner.invoke(app, ["train", "rft", str(tmp_path / "nope.jsonl"), "--model", str(model_dir), "--out",
                                   str(tmp_path / "o3"), "--k", "2"], catch_exceptions=False)  # fmt: skip
     assert json.loads(missing.output.strip().splitlines()[-1])["error"]["type"] == "not_found"

@@ -18,6 +18,8 @@ One step of :func:`train_grpo`::
     pi_old = trainer logprobs of the sampled tokens (no grad, once)
     repeat `updates` times: one optimizer step on policy_loss  # clipped surrogate, TIS, optional k3 KL
                                                                # adamw (default) or sgd, see OPTIMIZERS
+                                                               # lora: only the adapters train (lora.py), and
+                                                               # the KL reference is the adapters switched off
     engine.reset_cache()                                       # the KV prefix cache holds the old weights' keys
 
 The samples are the trials' token buffers exactly as sampled (ids, loss mask and sampler logprobs): decoding and
@@ -97,6 +99,7 @@ from ..rollout.models import write_model_card
 from ..scoring.metrics import paired_gain, task_interval, wilson
 from ..scoring.verify import score_trajectory
 from .data import one_world_tasks
+from .lora import AdapterOff, wrap_lora
 from .sft import (
     FINAL_DIR,
     LAYOUT_KEYS,
@@ -141,11 +144,11 @@ Scorer = Callable[["Task", "Trajectory"], "Score"]
 # Options a resumed run must share with its checkpoint: changing them mid-run would make it another experiment.
 _RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "reward", "lr", "clip", "tis_cap", "kl_coef", "updates",
                 "max_tokens", "temperature", "max_len", "optimizer", "min_groups", "max_draws", "balance", "guide",
-                "sft_coef", "sft_batch", "reward_control")  # fmt: skip
+                "sft_coef", "sft_batch", "reward_control", "lora", "lora_r", "lora_alpha")  # fmt: skip
 #: What a checkpoint written before a key was recorded was trained with: the value then, not today's default (an
 #: AdamW checkpoint resumed as SGD would load Adam's moments into SGD and fail a whole sampling step later).
 _LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw", "min_groups": 0, "max_draws": 4, "balance": False, "guide": "",
-           "sft_coef": 0.0, "sft_batch": 4, "reward_control": "none"}
+           "sft_coef": 0.0, "sft_batch": 4, "reward_control": "none", "lora": False, "lora_r": 16, "lora_alpha": 32}
 
 
 def _adamw(params: list[Any], config: GRPOConfig) -> Any:
@@ -263,6 +266,13 @@ class GRPOConfig:
     weight_decay: float = 0.0
     #: What turns gradients into steps: a name in :data:`OPTIMIZERS` (``adamw``, ``sgd``).
     optimizer: str = "adamw"
+    #: Train LoRA adapters (:func:`toolworld.train.lora.wrap_lora`) instead of every weight: ``lora_r`` directions
+    #: per projection, scaled by ``lora_alpha / lora_r``, the rest frozen as given (why: ``lora.py``). Checkpoints
+    #: hold the adapter and its optimizer state; ``final/`` the model with the adapter merged in, as is the model
+    #: object once the run returns. Its learning rate is about ten times a full update's.
+    lora: bool = False
+    lora_r: int = 16
+    lora_alpha: int = 32
     concurrency: int = 8
     seed: int = 0
     save_every: int = 0
@@ -311,6 +321,7 @@ class GRPOConfig:
                   ("reward_control", self.reward_control in REWARD_CONTROLS,
                    f"one of {', '.join(REWARD_CONTROLS)}"),
                   ("optimizer", self.optimizer in OPTIMIZERS, f"one of {', '.join(OPTIMIZERS)}"),
+                  ("lora_r", self.lora_r >= 1, ">= 1"), ("lora_alpha", self.lora_alpha > 0, "> 0"),
                   ("updates", self.updates >= 1, ">= 1"), ("max_tokens", self.max_tokens >= 1, ">= 1"),
                   ("min_groups", self.min_groups >= 0, ">= 0 (0: no dynamic sampling)"),
                   ("max_draws", self.max_draws >= 1, ">= 1"),
@@ -742,7 +753,8 @@ _LOGS = (LOG_FILE, TRIALS_FILE, EVAL_FILE, EVAL_TRIALS_FILE)
 
 
 def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
-    """Restore the latest checkpoint of ``config.out``; the step it ends (0 when there is none)."""
+    """Restore the latest checkpoint of ``config.out`` into ``model`` (the peft model with ``config.lora``); the
+    step it ends (0 when there is none)."""
     import torch
 
     from .sft import SFTError
@@ -760,7 +772,7 @@ def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
             raise GRPOError(f"{ckpt} was trained with {key}={was!r}, not {getattr(config, key)!r}: resume "
                             "with the same options, or train into a new --out", kind="run_mismatch")  # fmt: skip
     try:
-        load_weights(model, ckpt, lora=False)
+        load_weights(model, ckpt, lora=config.lora)
     except SFTError as exc:
         raise GRPOError(str(exc), kind=exc.kind) from exc
     extra = torch.load(ckpt / OPTIM_FILE, weights_only=False)
@@ -946,13 +958,17 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     elif engine.model is not model:
         raise GRPOError("engine= must wrap the model being trained (HFEngine(model=model, ...)), or GRPO would "
                         "train on another policy's samples", kind="invalid_option")  # fmt: skip
+    # with LoRA, peft puts the adapters inside ``model``'s own layers: the sampler, the update and the logprobs keep
+    # using ``model``; saving, loading, switching off and merging the adapter go through ``peft``
+    peft = wrap_lora(model, r=config.lora_r, alpha=config.lora_alpha, error=GRPOError) if config.lora else None
+    saved = model if peft is None else peft  # what a checkpoint holds: the model, or the adapter alone
     model.eval()  # see the module docstring: no dropout, so pi and pi_old are one function
-    ref_model = None
+    ref_model: Any = None
     if config.kl_coef:  # the reference is the model as given, before any update (also when resuming)
-        ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+        ref_model = AdapterOff(peft) if peft is not None else copy.deepcopy(model).eval().requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(params, config)
-    start = _resume(model, optimizer, config) if config.resume else 0
+    start = _resume(saved, optimizer, config) if config.resume else 0
     engine.reset_cache()
     policy = TokenPolicy(engine, tokenizer, name="grpo", max_tokens=config.max_tokens, temperature=config.temperature,
                          tool_prompt=config.tool_prompt)  # fmt: skip
@@ -980,7 +996,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
 
     def evaluate_now(done: int) -> None:
         if done > start and not (result.checkpoint and result.checkpoint.name == f"checkpoint-{done}"):
-            result.checkpoint = _save_checkpoint(model, optimizer, done, config)  # a failed evaluation loses no step
+            result.checkpoint = _save_checkpoint(saved, optimizer, done, config)  # a failed evaluation loses no step
         if sampler is not None:
             synced[:] = [sampler(model, done)]
         ev, pairs = evaluate(world, eval_tasks or (), synced[0] if synced else policy, config, step=done,
@@ -1079,7 +1095,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
                         writer.add_scalar(f"grpo/{key}", value, step + 1)
             if config.save_every and (step + 1) % config.save_every == 0 and step + 1 < config.steps:
-                result.checkpoint = _save_checkpoint(model, optimizer, step + 1, config)
+                result.checkpoint = _save_checkpoint(saved, optimizer, step + 1, config)
             if on_step is not None:
                 on_step(entry)
             if due(step + 1):
@@ -1089,7 +1105,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
         engine.reset_cache()
         done = result.checkpoint is not None and result.checkpoint.name == f"checkpoint-{result.steps}"
         if result.steps > start and not done:
-            result.checkpoint = _save_checkpoint(model, optimizer, result.steps, config)
+            result.checkpoint = _save_checkpoint(saved, optimizer, result.steps, config)
         result.wall_s = time.perf_counter() - t_start
         return result
     finally:
@@ -1098,8 +1114,12 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
             trials_log.close()
         if writer is not None:
             writer.close()
+        if peft is not None and result.interrupted:  # the caller's model holds what was trained, adapter merged in
+            peft.merge_and_unload()
     if not (result.checkpoint and result.checkpoint.name == f"checkpoint-{config.steps}"):  # an evaluation made it
-        result.checkpoint = _save_checkpoint(model, optimizer, config.steps, config)
+        result.checkpoint = _save_checkpoint(saved, optimizer, config.steps, config)
+    if peft is not None:
+        peft.merge_and_unload()
     final = config.out / FINAL_DIR
     shutil.rmtree(final, ignore_errors=True)
     model.save_pretrained(final)

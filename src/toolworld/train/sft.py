@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import ToolworldError
 from ..rollout.models import write_model_card
 from ..tokens.template import TOOL_PROMPT_CHOICES
+from .lora import DEFAULT_LORA_TARGETS, wrap_lora
 
 if TYPE_CHECKING:
     from .data import Sample
@@ -54,8 +55,6 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_LORA_TARGETS", "SFTConfig", "SFTError", "SFTResult", "StepLog", "latest_checkpoint",
            "load_model", "sft_samples", "train_sft", "train_sft_trl"]  # fmt: skip
 
-#: The attention and MLP projections of Llama-style models (SmolLM2, Qwen, Mistral): where LoRA adapters go.
-DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 LOG_FILE = "train.jsonl"
 FINAL_DIR = "final"
 GOLD_RUN_DIR = "gold-run"
@@ -454,21 +453,6 @@ def _batch_tokens(batch: Any) -> tuple[int, int]:
     return int(batch.loss_mask.sum().item()), batch.sample_tokens
 
 
-def _wrap_lora(model: Any, config: SFTConfig) -> Any:
-    try:
-        from peft import LoraConfig, get_peft_model
-    except ImportError as exc:
-        raise SFTError(f"--lora needs peft ({exc}): pip install 'toolworld[train]'", kind="missing_dependency") from exc
-    names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
-    targets = [t for t in config.lora_targets if t in names]
-    if not targets:
-        raise SFTError(f"none of the LoRA target modules {list(config.lora_targets)} is in this model; its modules "
-                       f"include {sorted(names)[:20]}", kind="invalid_option")  # fmt: skip
-    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                      target_modules=targets, task_type="CAUSAL_LM")  # fmt: skip
-    return get_peft_model(model, lora)
-
-
 def write_checkpoint(out: Path, step: int, model: Any, state: dict[str, Any], config: dict[str, Any], *,
                      tool_prompt: str, keep: int) -> Path:  # fmt: skip
     """Write ``out/checkpoint-{step}`` (the model as ``save_pretrained`` writes it, ``state`` as ``optimizer.pt``,
@@ -601,7 +585,8 @@ def train_sft(model: Any, tokenizer: Any, samples: Sequence[Sample], config: SFT
     total = len(steps)
     warmup = math.ceil(config.warmup_ratio * total)
     if config.lora:
-        model = _wrap_lora(model, config)
+        model = wrap_lora(model, r=config.lora_r, alpha=config.lora_alpha, dropout=config.lora_dropout,
+                          targets=config.lora_targets, error=SFTError)  # fmt: skip
     model.train()
     first = next(model.parameters())
     device, dtype = first.device, first.dtype
