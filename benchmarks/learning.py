@@ -272,12 +272,11 @@ class Bench:
         dtype (bfloat16 sampling of a float32 model on a CPU) it samples from a twin in that dtype whose weights are
         copied from the model before every step (the weight sync of a separate inference engine; GRPO's TIS weighs
         the twin's logprobs against the trainer's and logs the gap), else from the model itself."""
-        import copy
-
         import torch
 
         from toolworld.rollout.engines.hf import HFEngine
         from toolworld.rollout.token_policy import TokenPolicy
+        from toolworld.train.lora import folded_state_dict, plain_copy
 
         a = self.args
         dtype = getattr(torch, a.hf_dtype)
@@ -286,11 +285,11 @@ class Bench:
         def sampler(model: Any, step: int = 0) -> Any:
             if next(model.parameters()).dtype == dtype:
                 sampling = model
-            elif twin:
-                twin[0].load_state_dict(model.state_dict())  # copy_ casts to the twin's dtype
+            elif twin:  # copy_ casts to the twin's dtype; LoRA adapters (--grpo-lora) are folded in
+                twin[0].load_state_dict(folded_state_dict(model))
                 sampling = twin[0]
             else:
-                twin.append(copy.deepcopy(model).to(dtype).eval().requires_grad_(False))
+                twin.append(plain_copy(model).to(dtype).eval().requires_grad_(False))
                 sampling = twin[0]
             engine = HFEngine(model=sampling, tokenizer=self.tokenizer, device=a.device, max_batch=a.batch)
             return TokenPolicy(engine, self.tokenizer, name=name, max_tokens=a.max_tokens, temperature=a.temperature,

@@ -423,6 +423,31 @@ def test_the_adapters_switched_off_are_the_model_they_were_put_on(tokenizer):
     assert torch.equal(off, plain) and not torch.allclose(on, plain, atol=1e-3)
 
 
+def test_a_plain_copy_with_the_adapters_folded_in_is_the_adapted_model(tokenizer):
+    """What a separate sampler loads: the plain model's names, no adapter layers, the adapted model's logprobs (up
+    to float rounding), and the adapted model left as it was."""
+    pytest.importorskip("peft")
+    from toolworld.train.lora import folded_state_dict, plain_copy, wrap_lora
+
+    start = tiny_model(tokenizer)
+    peft = wrap_lora(copy.deepcopy(start), r=2, alpha=4)
+    with torch.no_grad():
+        for name, param in peft.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.5)
+    adapted = peft.get_base_model()
+    before = weights(adapted)
+    twin = plain_copy(adapted)
+    assert set(twin.state_dict()) == set(start.state_dict()) == set(folded_state_dict(peft))
+    assert not any("lora" in name for name, _ in twin.named_modules())
+    batch = collate([Sample(input_ids=list(range(100, 140)), loss_mask=[0] * 10 + [1] * 30)], 0)
+    with torch.no_grad():
+        plain, folded, on = (token_logprobs(m, batch) for m in (start, twin, adapted))
+    assert torch.allclose(folded, on, atol=1e-5) and not torch.allclose(folded, plain, atol=1e-3)
+    assert all(torch.equal(v, before[k]) for k, v in adapted.state_dict().items())
+    assert all(torch.equal(v, start.state_dict()[k]) for k, v in folded_state_dict(start).items())
+
+
 def test_a_lora_run_resumes_from_its_adapter_and_refuses_to_go_on_as_a_full_one(lora_steps, tokenizer, world, tasks,
                                                                                   tmp_path):  # fmt: skip
     out = tmp_path / "run"

@@ -19,11 +19,12 @@ adapter, switching it off and merging it go through the peft wrapper.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from ..core.errors import ToolworldError
 
-__all__ = ["DEFAULT_LORA_TARGETS", "AdapterOff", "wrap_lora"]
+__all__ = ["DEFAULT_LORA_TARGETS", "AdapterOff", "folded_state_dict", "plain_copy", "wrap_lora"]
 
 #: The attention and MLP projections of Llama-style models (SmolLM2, Qwen, Mistral): where LoRA adapters go.
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -69,3 +70,47 @@ class AdapterOff:
 
     def get_base_model(self) -> Any:
         return self.peft.get_base_model()
+
+
+def _lora_layers(model: Any) -> dict[str, Any]:
+    """The LoRA layers peft put into ``model`` (none without peft, or when it has none), by module name."""
+    try:
+        from peft.tuners.lora import LoraLayer
+    except ImportError:
+        return {}
+    return {name: m for name, m in model.named_modules() if isinstance(m, LoraLayer)}
+
+
+def folded_state_dict(model: Any) -> dict[str, Any]:
+    """``model``'s weights under the plain model's names, each active adapter folded into the weight it adapts
+    (``W + (alpha / r) B A``): what a separate inference engine loads to sample the policy being trained.
+
+    ``model`` is a transformers model with adapters injected, its peft wrapper, or a plain model (its own state).
+    Decoding through unmerged adapters costs a small model ~1.3x per token on a CPU (docs/benchmarks.md), and a
+    merge in place would have to be undone before the next update, which float arithmetic does not do exactly.
+    """
+    import torch
+
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    layers = _lora_layers(inner)
+    state = {key.replace(".base_layer.", "."): value for key, value in inner.state_dict().items() if ".lora_" not in key}
+    with torch.no_grad():
+        for name, layer in layers.items():
+            if layer.merged or layer.disable_adapters:
+                continue
+            key = f"{name}.weight"
+            for adapter in layer.active_adapters:
+                state[key] = state[key] + layer.get_delta_weight(adapter).to(state[key].dtype)
+    return state
+
+
+def plain_copy(model: Any) -> Any:
+    """A copy of ``model`` without adapter layers, holding :func:`folded_state_dict`'s weights (``model`` is left
+    as it is); a plain model is simply copied."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    twin = copy.deepcopy(inner)
+    for name, layer in _lora_layers(twin).items():
+        parent, _, child = name.rpartition(".")
+        setattr(twin.get_submodule(parent) if parent else twin, child, layer.get_base_layer())
+    twin.load_state_dict(folded_state_dict(inner))
+    return twin
