@@ -653,8 +653,8 @@ def main() -> None:
                         "(--eval-trials at --eval-temperature): the curve shows each (0: only the stage's end).")
     p.add_argument("--grpo-kl", type=float, default=0.0, help="KL coefficient to the RFT model (0: no reference).")
     p.add_argument("--grpo-lora", action="store_true",
-                   help="GRPO trains LoRA adapters (rank --grpo-lora-r, alpha 2r) instead of every weight; its lr is "
-                        "then about ten times a full update's. Needs --engine hf.")
+                   help="GRPO trains LoRA adapters (rank --grpo-lora-r, alpha 2r) instead of every weight; a step as "
+                        "large as a full update's takes about thirty times its lr (benchmarks/grpo_step.py). Needs --engine hf.")
     p.add_argument("--grpo-lora-r", type=int, default=16, help="LoRA rank of --grpo-lora.")
     p.add_argument("--grpo-reward", choices=REWARDS, default="partial",
                    help="Reward of a GRPO trial: the score's weighted components, or 1 for success else 0.")

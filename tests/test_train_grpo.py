@@ -1099,7 +1099,7 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
                          catch_exceptions=False)  # fmt: skip
     assert lora.exit_code == 0, lora.output
     saved = json.loads((tmp_path / "o15" / "checkpoint-1" / "trainer_state.json").read_text())["config"]
-    assert (saved["lora"], saved["lora_r"], saved["lora_alpha"], saved["lr"]) == (True, 2, 4, 1e-5)
+    assert (saved["lora"], saved["lora_r"], saved["lora_alpha"], saved["lr"]) == (True, 2, 4, 3e-5)
     assert (tmp_path / "o15" / "checkpoint-1" / "adapter_model.safetensors").is_file()
     assert (tmp_path / "o15" / "final" / "config.json").is_file()
     assert not (tmp_path / "o15" / "final" / "adapter_config.json").exists()

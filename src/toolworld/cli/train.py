@@ -281,8 +281,8 @@ def grpo(
     tasks_per_step: Annotated[int, typer.Option("--tasks-per-step", min=1, help="Tasks sampled per step.")] = 8,
     steps: Annotated[int, typer.Option("--steps", min=1, help="Training steps (sample, score, update).")] = 100,
     lr: Annotated[float | None, typer.Option("--lr", min=0.0, help="Learning rate (constant; default 1e-6, with "
-                                             "--lora 1e-5: a low-rank update needs about ten times a full "
-                                             "one's).")] = None,
+                                             "--lora 3e-5: a rank-16 update of SmolLM2-135M moves the "
+                                             "policy as far as a full one at about thirty times its lr).")] = None,
     lora: Annotated[bool, typer.Option("--lora", help="Train LoRA adapters instead of every weight (the KL "
                                        "reference is then the adapters switched off, no second model); "
                                        "checkpoints hold the adapter, final/ the model with it merged.")] = False,
@@ -389,7 +389,7 @@ def grpo(
     sft_coef = (1.0 if sft_coef is None else sft_coef) if sft_source is not None else 0.0
     try:
         config = GRPOConfig(out=out, group=group, tasks_per_step=tasks_per_step, steps=steps, clip=clip,
-                            lr=lr if lr is not None else (1e-5 if lora else 1e-6), optimizer=optimizer,
+                            lr=lr if lr is not None else (3e-5 if lora else 1e-6), optimizer=optimizer,
                             lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r,
                             kl_coef=kl, advantage=advantage, reward=reward, reward_control=reward_control,
                             updates=updates, min_groups=min_groups,
