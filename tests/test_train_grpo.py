@@ -407,9 +407,11 @@ def test_a_lora_step_raises_the_rewarded_trial_against_the_start_and_measures_kl
     assert all(s.logprob_gap is not None and s.logprob_gap < 1e-4 for s in lora_steps["steps"])
 
 
-def test_the_adapters_switched_off_are_the_model_they_were_put_on(tokenizer):
-    pytest.importorskip("peft")
-    from toolworld.train.lora import AdapterOff, wrap_lora
+def adapted_tiny_model(tokenizer: Any) -> tuple[Any, Any, Any]:
+    """A tiny model, a copy of it wrapped in rank-2 adapters whose B matrices are random (peft starts them at
+    zero, where the adapted model is the plain one and no test of folding or switching off could fail), and a
+    batch to compare their logprobs on."""
+    from toolworld.train.lora import wrap_lora
 
     start = tiny_model(tokenizer)
     peft = wrap_lora(copy.deepcopy(start), r=2, alpha=4)
@@ -417,7 +419,14 @@ def test_the_adapters_switched_off_are_the_model_they_were_put_on(tokenizer):
         for name, param in peft.named_parameters():
             if "lora_B" in name:
                 param.normal_(0, 0.5)
-    batch = collate([Sample(input_ids=list(range(100, 140)), loss_mask=[0] * 10 + [1] * 30)], 0)
+    return start, peft, collate([Sample(input_ids=list(range(100, 140)), loss_mask=[0] * 10 + [1] * 30)], 0)
+
+
+def test_the_adapters_switched_off_are_the_model_they_were_put_on(tokenizer):
+    pytest.importorskip("peft")
+    from toolworld.train.lora import AdapterOff
+
+    start, peft, batch = adapted_tiny_model(tokenizer)
     with torch.no_grad():
         plain, off, on = (token_logprobs(m, batch) for m in (start, AdapterOff(peft), peft.get_base_model()))
     assert torch.equal(off, plain) and not torch.allclose(on, plain, atol=1e-3)
@@ -427,20 +436,14 @@ def test_a_plain_copy_with_the_adapters_folded_in_is_the_adapted_model(tokenizer
     """What a separate sampler loads: the plain model's names, no adapter layers, the adapted model's logprobs (up
     to float rounding), and the adapted model left as it was."""
     pytest.importorskip("peft")
-    from toolworld.train.lora import folded_state_dict, plain_copy, wrap_lora
+    from toolworld.train.lora import folded_state_dict, plain_copy
 
-    start = tiny_model(tokenizer)
-    peft = wrap_lora(copy.deepcopy(start), r=2, alpha=4)
-    with torch.no_grad():
-        for name, param in peft.named_parameters():
-            if "lora_B" in name:
-                param.normal_(0, 0.5)
+    start, peft, batch = adapted_tiny_model(tokenizer)
     adapted = peft.get_base_model()
     before = weights(adapted)
     twin = plain_copy(adapted)
     assert set(twin.state_dict()) == set(start.state_dict()) == set(folded_state_dict(peft))
     assert not any("lora" in name for name, _ in twin.named_modules())
-    batch = collate([Sample(input_ids=list(range(100, 140)), loss_mask=[0] * 10 + [1] * 30)], 0)
     with torch.no_grad():
         plain, folded, on = (token_logprobs(m, batch) for m in (start, twin, adapted))
     assert torch.allclose(folded, on, atol=1e-5) and not torch.allclose(folded, plain, atol=1e-3)
