@@ -474,7 +474,7 @@ class Bench:
                             max_len=a.max_len,
                             updates=a.grpo_updates, min_groups=a.grpo_min_groups, max_draws=a.grpo_max_draws,
                             balance=a.grpo_balance, guide=a.grpo_guide or "", sft_coef=a.grpo_sft,
-                            advantage=a.grpo_advantage, kl_coef=a.grpo_kl,
+                            advantage=a.grpo_advantage, kl_coef=a.grpo_kl, neg_weight=a.grpo_neg_weight,
                             lora=a.grpo_lora, lora_r=a.grpo_lora_r, lora_alpha=2 * a.grpo_lora_r,
                             reward=a.grpo_reward, reward_control=a.grpo_reward_control,
                             temperature=a.temperature,
@@ -651,6 +651,8 @@ def main() -> None:
     p.add_argument("--grpo-eval-every", type=int, default=0,
                    help="Evaluate GRPO's policy on the held-out tasks after every K-th step, as the stages are "
                         "(--eval-trials at --eval-temperature): the curve shows each (0: only the stage's end).")
+    p.add_argument("--grpo-neg-weight", type=float, default=1.0,
+                   help="Scale of GRPO's negative advantages (1: the plain gradient, 0: successes only).")
     p.add_argument("--grpo-kl", type=float, default=0.0, help="KL coefficient to the RFT model (0: no reference).")
     p.add_argument("--grpo-lora", action="store_true",
                    help="GRPO trains LoRA adapters (rank --grpo-lora-r, alpha 2r) instead of every weight; a step as "

@@ -32,6 +32,7 @@ from toolworld.train.advantages import (  # noqa: E402
     mc_grpo,
     tis_weights,
     turn_spans,
+    weigh_negatives,
 )
 from toolworld.train.logprobs import logprob_gap, token_logprobs  # noqa: E402
 from toolworld.train.losses import policy_loss, sft_loss  # noqa: E402
@@ -84,6 +85,22 @@ def test_mc_grpo_subtracts_the_median():
     assert mc_grpo([1.0, 0.0, 0.0]) == pytest.approx([1.0, 0.0, 0.0])  # the mean (1/3) would give -1/3 to failures
     assert mc_grpo([0.2, 0.5, 0.9, 1.0]) == pytest.approx([-0.5, -0.2, 0.2, 0.3])  # median 0.7
     assert mc_grpo([0.0, 10.0, 1.0]) == pytest.approx([-1.0, 9.0, 0.0])
+
+
+def test_weigh_negatives_scales_only_what_pushes_down():
+    plain = [Sample([1, 2], [0, 1], advantage=a) for a in (1.2, -0.4, 0.0)]
+    per_token = Sample([1, 2, 3], [0, 1, 1], token_advantages=[0.5, -0.8, -0.2])
+    weigh_negatives([*plain, per_token], 0.25)
+    assert [s.advantage for s in plain] == pytest.approx([1.2, -0.1, 0.0])
+    assert per_token.token_advantages == pytest.approx([0.5, -0.2, -0.05])
+    weigh_negatives(plain, 0.0)  # successes only
+    assert [s.advantage for s in plain] == pytest.approx([1.2, 0.0, 0.0])
+    kept = Sample([1], [1], advantage=-0.7)
+    assert weigh_negatives([kept], 1.0)[0].advantage == -0.7  # the plain gradient
+    for bad in (-0.1, float("nan")):
+        with pytest.raises(TrainDataError) as err:
+            weigh_negatives([kept], bad)
+        assert err.value.kind == "bad_negative_weight"
 
 
 def test_assign_groups_samples_by_task_and_needs_a_reward():

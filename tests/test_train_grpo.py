@@ -985,10 +985,34 @@ def test_a_policy_at_another_temperature_shares_its_engine_and_leaves_the_origin
 
 def test_config_errors_are_structured():
     for bad in ({"group": 1}, {"advantage": "ppo"}, {"reward": "pass"}, {"temperature": 0.0}, {"optimizer": "lion"},
-                {"max_len": 100, "batch_tokens": 50}, {"min_groups": -1}, {"max_draws": 0}):
+                {"max_len": 100, "batch_tokens": 50}, {"min_groups": -1}, {"max_draws": 0},
+                {"neg_weight": -0.5}):
         with pytest.raises(GRPOError) as info:
             GRPOConfig(**bad)
         assert info.value.kind == "invalid_option" and next(iter(bad)) in str(info.value)
+
+
+def test_neg_weight_reaches_the_update_and_a_resume_must_keep_it(tokenizer, world, tasks, tmp_path, monkeypatch):
+    """--neg-weight 0: the update sees the failed trial of each group at advantage 0, the passed one as GRPO gives
+    it; resuming the run with another weight is refused (it would be another experiment)."""
+    import toolworld.train.grpo as grpo_mod
+
+    seen: list[list[float]] = []
+    real = grpo_mod.update
+
+    def spy(model, ref, samples, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.extend([s.meta["reward"], s.advantage] for s in samples)
+        return real(model, ref, samples, *args, **kwargs)
+
+    monkeypatch.setattr(grpo_mod, "update", spy)
+    out = tmp_path / "neg"
+    train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(out, steps=1, neg_weight=0.0, save_every=1),
+               scorer=Recorder())  # fmt: skip
+    assert [x for pair in sorted(seen) for x in pair] == pytest.approx([0.0, 0.0, 1.0, 0.7071], abs=1e-4)
+    with pytest.raises(GRPOError) as info:
+        train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1],
+                   config(out, steps=2, neg_weight=0.5, resume=True), scorer=Recorder())  # fmt: skip
+    assert "neg_weight" in str(info.value)
 
 
 # ----------------------------------------------------------------------------------------------------- rft
@@ -1097,12 +1121,13 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
                              catch_exceptions=False)  # fmt: skip
     said = json.loads(lopsided.output.strip().splitlines()[-1])["error"]["message"]
     assert said.startswith("--balance-targets must be") and "--min-groups >= 1" in said and "min_groups" not in said
-    # LoRA from the command line: its own default lr, the adapter in the checkpoint, a merged final model
-    lora = runner.invoke(app, [*args[:6], str(tmp_path / "o15"), *args[7:], "--lora", "--lora-r", "2"],
-                         catch_exceptions=False)  # fmt: skip
+    # LoRA from the command line (with --neg-weight): its own default lr, the adapter in the checkpoint, a merged final model
+    lora = runner.invoke(app, [*args[:6], str(tmp_path / "o15"), *args[7:], "--lora", "--lora-r", "2",
+                                "--neg-weight", "0.5"], catch_exceptions=False)  # fmt: skip
     assert lora.exit_code == 0, lora.output
     saved = json.loads((tmp_path / "o15" / "checkpoint-1" / "trainer_state.json").read_text())["config"]
-    assert (saved["lora"], saved["lora_r"], saved["lora_alpha"], saved["lr"]) == (True, 2, 4, 3e-5)
+    assert (saved["lora"], saved["lora_r"], saved["lora_alpha"], saved["lr"], saved["neg_weight"]) == (
+        True, 2, 4, 3e-5, 0.5)
     assert (tmp_path / "o15" / "checkpoint-1" / "adapter_model.safetensors").is_file()
     assert (tmp_path / "o15" / "final" / "config.json").is_file()
     assert not (tmp_path / "o15" / "final" / "adapter_config.json").exists()

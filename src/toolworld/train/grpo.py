@@ -15,6 +15,7 @@ One step of :func:`train_grpo`::
     A_i    = advantage(r of the task's G trials)               # grpo | dr_grpo | mc_grpo | gigpo
              (gigpo adds, per turn's tokens, the step-level advantage over turns taken in the same situation:
               same world state, same user and tool messages so far)
+    A_t    = neg_weight * A_t where A_t < 0                    # 1: the plain gradient (advantages.weigh_negatives)
     pi_old = trainer logprobs of the sampled tokens (no grad, once)
     repeat `updates` times: one optimizer step on policy_loss  # clipped surrogate, TIS, optional k3 KL
                                                                # adamw (default) or sgd, see OPTIMIZERS
@@ -144,11 +145,12 @@ Scorer = Callable[["Task", "Trajectory"], "Score"]
 # Options a resumed run must share with its checkpoint: changing them mid-run would make it another experiment.
 _RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "reward", "lr", "clip", "tis_cap", "kl_coef", "updates",
                 "max_tokens", "temperature", "max_len", "optimizer", "min_groups", "max_draws", "balance", "guide",
-                "sft_coef", "sft_batch", "reward_control", "lora", "lora_r", "lora_alpha")  # fmt: skip
+                "sft_coef", "sft_batch", "reward_control", "lora", "lora_r", "lora_alpha", "neg_weight")  # fmt: skip
 #: What a checkpoint written before a key was recorded was trained with: the value then, not today's default (an
 #: AdamW checkpoint resumed as SGD would load Adam's moments into SGD and fail a whole sampling step later).
 _LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw", "min_groups": 0, "max_draws": 4, "balance": False, "guide": "",
-           "sft_coef": 0.0, "sft_batch": 4, "reward_control": "none", "lora": False, "lora_r": 16, "lora_alpha": 32}
+           "sft_coef": 0.0, "sft_batch": 4, "reward_control": "none", "lora": False, "lora_r": 16, "lora_alpha": 32,
+           "neg_weight": 1.0}
 
 
 def _adamw(params: list[Any], config: GRPOConfig) -> Any:
@@ -237,6 +239,9 @@ class GRPOConfig:
     tis_cap: float | None = 2.0
     kl_coef: float = 0.0
     advantage: str = "grpo"
+    #: Scale of negative advantages (:func:`~toolworld.train.advantages.weigh_negatives`): 1 the plain gradient,
+    #: below 1 failures push down less than successes pull up, 0 reinforces successes only.
+    neg_weight: float = 1.0
     #: ``partial``: the score's reward (weighted components); ``success``: 1.0 when the trial succeeded, else 0.0.
     reward: str = "partial"
     updates: int = 1
@@ -315,7 +320,9 @@ class GRPOConfig:
                   ("tasks_per_step", self.tasks_per_step >= 1, ">= 1"), ("steps", self.steps >= 1, ">= 1"),
                   ("lr", self.lr > 0, "> 0"), ("clip", 0 < self.clip < 1, "in (0, 1)"),
                   ("tis_cap", self.tis_cap is None or self.tis_cap >= 1, ">= 1 or None"),
-                  ("kl_coef", self.kl_coef >= 0, ">= 0"), ("sft_coef", self.sft_coef >= 0, ">= 0 (0: none)"),
+                  ("kl_coef", self.kl_coef >= 0, ">= 0"),
+                  ("neg_weight", self.neg_weight >= 0, ">= 0 (1: the plain gradient, 0: successes only)"),
+                  ("sft_coef", self.sft_coef >= 0, ">= 0 (0: none)"),
                   ("sft_batch", self.sft_batch >= 1, ">= 1"), ("advantage", self.advantage in ADVANTAGES,
                                                             f"one of {', '.join(ADVANTAGES)}"),
                   ("reward", self.reward in REWARDS, f"one of {', '.join(REWARDS)}"),
@@ -620,13 +627,14 @@ def advantaged(pairs: Sequence[tuple[Trajectory, Score]], config: GRPOConfig, *,
     update trains on (groups whose rewards differ, with a token to learn), and those groups. ``render`` makes the
     tokens of trials without a buffer (a guide's, :func:`guide_renderer`); each is a member of its task's group.
     ``config.reward_control`` rewrites the rewards first, by ``(config.seed, step)``."""
-    from .advantages import assign
+    from .advantages import assign, weigh_negatives
 
     samples = samples_from_trajectories(pairs, max_len=config.max_len, render=render)
     REWARD_CONTROLS[config.reward_control](samples, derive_seed("grpo-control", config.seed, step))
     assign(samples, estimator(config.advantage))
     if config.advantage == "gigpo":
         _step_level(samples, pairs)
+    weigh_negatives(samples, config.neg_weight)
     spread = _spread_groups(samples)
     return samples, [s for s in samples if s.group in spread and any(s.loss_mask)], spread
 
