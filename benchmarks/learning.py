@@ -475,6 +475,7 @@ class Bench:
                             updates=a.grpo_updates, min_groups=a.grpo_min_groups, max_draws=a.grpo_max_draws,
                             balance=a.grpo_balance, guide=a.grpo_guide or "", sft_coef=a.grpo_sft,
                             advantage=a.grpo_advantage, kl_coef=a.grpo_kl, neg_weight=a.grpo_neg_weight,
+                            overlong_penalty=a.grpo_overlong_penalty,
                             lora=a.grpo_lora, lora_r=a.grpo_lora_r, lora_alpha=2 * a.grpo_lora_r,
                             reward=a.grpo_reward, reward_control=a.grpo_reward_control,
                             temperature=a.temperature,
@@ -653,6 +654,8 @@ def main() -> None:
                         "(--eval-trials at --eval-temperature): the curve shows each (0: only the stage's end).")
     p.add_argument("--grpo-neg-weight", type=float, default=1.0,
                    help="Scale of GRPO's negative advantages (1: the plain gradient, 0: successes only).")
+    p.add_argument("--grpo-overlong-penalty", type=float, default=0.0,
+                   help="Taken off GRPO's reward of a trial a turn's --max-tokens cut (0: none).")
     p.add_argument("--grpo-kl", type=float, default=0.0, help="KL coefficient to the RFT model (0: no reference).")
     p.add_argument("--grpo-lora", action="store_true",
                    help="GRPO trains LoRA adapters (rank --grpo-lora-r, alpha 2r) instead of every weight; a step as "

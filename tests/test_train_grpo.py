@@ -39,7 +39,9 @@ from toolworld.train.grpo import (  # noqa: E402
     at_temperature,
     guide_renderer,
     make_optimizer,
+    penalize_overlong,
     pick_tasks,
+    success_only,
     target_of,
     train_grpo,
     update,
@@ -986,7 +988,7 @@ def test_a_policy_at_another_temperature_shares_its_engine_and_leaves_the_origin
 def test_config_errors_are_structured():
     for bad in ({"group": 1}, {"advantage": "ppo"}, {"reward": "pass"}, {"temperature": 0.0}, {"optimizer": "lion"},
                 {"max_len": 100, "batch_tokens": 50}, {"min_groups": -1}, {"max_draws": 0},
-                {"neg_weight": -0.5}):
+                {"neg_weight": -0.5}, {"overlong_penalty": -0.1}, {"overlong_penalty": float("nan")}):
         with pytest.raises(GRPOError) as info:
             GRPOConfig(**bad)
         assert info.value.kind == "invalid_option" and next(iter(bad)) in str(info.value)
@@ -1013,6 +1015,52 @@ def test_neg_weight_reaches_the_update_and_a_resume_must_keep_it(tokenizer, worl
         train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1],
                    config(out, steps=2, neg_weight=0.5, resume=True), scorer=Recorder())  # fmt: skip
     assert "neg_weight" in str(info.value)
+
+
+def test_overlong_penalty_ranks_a_cut_trial_below_a_wrong_answer():
+    """Only a trial a turn's token cap ended loses the penalty; its verdict is kept, and under a success reward a
+    cut failure ends below a failure that answered, so the two no longer tie at 0."""
+    from types import SimpleNamespace
+
+    def verdict(task: Any, traj: Any) -> Score:
+        return Score(task_id="t", trial=traj.trial, reward=0.6 if traj.ok else 0.2, success=traj.ok)
+
+    scorer = penalize_overlong(success_only(verdict), 0.5)
+    got = {(ok, end): scorer(None, SimpleNamespace(trial=0, ok=ok, termination=end))
+           for ok in (True, False) for end in ("answered", "max_tokens", "max_turns")}  # fmt: skip
+    assert {k: v.reward for k, v in got.items()} == {
+        (True, "answered"): 1.0, (True, "max_tokens"): 0.5, (True, "max_turns"): 1.0,
+        (False, "answered"): 0.0, (False, "max_tokens"): -0.5, (False, "max_turns"): 0.0}
+    assert [v.success for v in got.values()] == [True] * 3 + [False] * 3
+    assert penalize_overlong(verdict, 0.0)(None, SimpleNamespace(trial=0, ok=False, termination="max_tokens")).reward \
+        == 0.2  # fmt: skip
+    with pytest.raises(GRPOError) as info:
+        penalize_overlong(verdict, -1.0)
+    assert info.value.kind == "invalid_option"
+
+
+def test_overlong_penalty_reaches_the_update_and_a_resume_must_keep_it(tokenizer, world, tasks, tmp_path, monkeypatch):
+    """The update is told each trial's reward less the penalty where its turn was cut (at max_tokens 12 a random
+    model's turns are), and a resume with another penalty is refused."""
+    import toolworld.train.grpo as grpo_mod
+
+    seen: list[tuple[int, str, float]] = []
+    real = grpo_mod.update
+
+    def spy(model, ref, samples, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.extend((s.meta["trial"], s.meta["termination"], s.meta["reward"]) for s in samples)
+        return real(model, ref, samples, *args, **kwargs)
+
+    monkeypatch.setattr(grpo_mod, "update", spy)
+    out = tmp_path / "overlong"
+    train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1],
+               config(out, steps=1, overlong_penalty=0.25, save_every=1), scorer=Recorder())  # fmt: skip
+    assert seen and any(end == "max_tokens" for _, end, _ in seen)
+    assert all(r == pytest.approx(trial % 2 - (0.25 if end == "max_tokens" else 0.0)) for trial, end, r in seen)
+    with pytest.raises(GRPOError) as info:
+        train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1],
+                   config(out, steps=2, overlong_penalty=0.5, resume=True), scorer=Recorder())  # fmt: skip
+    assert "overlong_penalty" in str(info.value)
 
 
 # ----------------------------------------------------------------------------------------------------- rft
@@ -1121,13 +1169,14 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
                              catch_exceptions=False)  # fmt: skip
     said = json.loads(lopsided.output.strip().splitlines()[-1])["error"]["message"]
     assert said.startswith("--balance-targets must be") and "--min-groups >= 1" in said and "min_groups" not in said
-    # LoRA from the command line (with --neg-weight): its own default lr, the adapter in the checkpoint, a merged final model
+    # LoRA from the command line (with --neg-weight, --overlong-penalty): its own default lr, the adapter in the
+    # checkpoint, a merged final model
     lora = runner.invoke(app, [*args[:6], str(tmp_path / "o15"), *args[7:], "--lora", "--lora-r", "2",
-                                "--neg-weight", "0.5"], catch_exceptions=False)  # fmt: skip
+                                "--neg-weight", "0.5", "--overlong-penalty", "0.25"], catch_exceptions=False)  # fmt: skip
     assert lora.exit_code == 0, lora.output
     saved = json.loads((tmp_path / "o15" / "checkpoint-1" / "trainer_state.json").read_text())["config"]
-    assert (saved["lora"], saved["lora_r"], saved["lora_alpha"], saved["lr"], saved["neg_weight"]) == (
-        True, 2, 4, 3e-5, 0.5)
+    assert (saved["lora"], saved["lora_r"], saved["lora_alpha"], saved["lr"], saved["neg_weight"],
+            saved["overlong_penalty"]) == (True, 2, 4, 3e-5, 0.5, 0.25)  # fmt: skip
     assert (tmp_path / "o15" / "checkpoint-1" / "adapter_model.safetensors").is_file()
     assert (tmp_path / "o15" / "final" / "config.json").is_file()
     assert not (tmp_path / "o15" / "final" / "adapter_config.json").exists()

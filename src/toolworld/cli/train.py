@@ -309,6 +309,9 @@ def grpo(
                                               "less than passing ones pull theirs up (0: successes only), which "
                                               "keeps a few updates from spreading mass into text no trial "
                                               "sampled.")] = 1.0,
+    overlong_penalty: Annotated[float, typer.Option("--overlong-penalty", min=0.0, help="Taken off the reward of "
+                                                    "a trial that a turn's --max-tokens cut, so a reply that never "
+                                                    "ends ranks below a wrong answer (0: none).")] = 0.0,
     clip: Annotated[float, typer.Option("--clip", help="PPO clip range of the probability ratio.")] = 0.2,
     updates: Annotated[int, typer.Option("--updates", min=1, help="Optimizer steps per batch of trials. With few "
                                          "informative groups per step keep 1: 3 made SmolLM2-135M call one tool "
@@ -396,7 +399,8 @@ def grpo(
         config = GRPOConfig(out=out, group=group, tasks_per_step=tasks_per_step, steps=steps, clip=clip,
                             lr=lr if lr is not None else (3e-5 if lora else 1e-6), optimizer=optimizer,
                             lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r,
-                            kl_coef=kl, neg_weight=neg_weight, advantage=advantage, reward=reward, reward_control=reward_control,
+                            kl_coef=kl, neg_weight=neg_weight, overlong_penalty=overlong_penalty,
+                            advantage=advantage, reward=reward, reward_control=reward_control,
                             updates=updates, min_groups=min_groups,
                             max_draws=max_draws, balance=balance, guide=guide or "", sft_coef=sft_coef,
                             sft_batch=sft_batch, max_tokens=max_tokens,

@@ -5,6 +5,7 @@ One step of :func:`train_grpo`::
     tasks  = pick_tasks(tasks, N, seed, step)                 # deterministic per (seed, step)
     trials = G episodes per task, sampled by the model itself  # HFEngine over the same weights, scripted user
     r_i    = score_trajectory(task, trial_i).reward            # reward="success": 1 if it succeeded, else 0
+             - overlong_penalty if a turn ran into max_tokens      # termination "max_tokens" (penalize_overlong)
              (reward_control="shuffle": r permuted within each group, the control run; see REWARD_CONTROLS)
     while groups with a reward spread < min_groups            # dynamic sampling (min_groups 0: never)
           and draws < max_draws: N more tasks, G trials each   # pick_tasks(..., draw=d, taken=the step's so far)
@@ -128,7 +129,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ADVANTAGES", "OPTIMIZERS", "REWARDS", "REWARD_CONTROLS", "GRPOConfig", "GRPOError", "GRPOEval", "GRPOResult", "GRPOStep",
            "Scorer", "advantaged", "at_temperature", "estimator", "evaluate", "guide_renderer", "guide_trials",
-           "make_optimizer", "pick_tasks", "rollouts", "samples_from_trajectories", "success_only", "target_of",
+           "make_optimizer", "penalize_overlong", "pick_tasks", "rollouts", "samples_from_trajectories", "success_only", "target_of",
            "train_grpo", "trial_record", "update"]  # fmt: skip
 
 ADVANTAGES = ("grpo", "mc_grpo", "dr_grpo", "gigpo")
@@ -145,12 +146,13 @@ Scorer = Callable[["Task", "Trajectory"], "Score"]
 # Options a resumed run must share with its checkpoint: changing them mid-run would make it another experiment.
 _RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "reward", "lr", "clip", "tis_cap", "kl_coef", "updates",
                 "max_tokens", "temperature", "max_len", "optimizer", "min_groups", "max_draws", "balance", "guide",
-                "sft_coef", "sft_batch", "reward_control", "lora", "lora_r", "lora_alpha", "neg_weight")  # fmt: skip
+                "sft_coef", "sft_batch", "reward_control", "lora", "lora_r", "lora_alpha", "neg_weight",
+                "overlong_penalty")  # fmt: skip
 #: What a checkpoint written before a key was recorded was trained with: the value then, not today's default (an
 #: AdamW checkpoint resumed as SGD would load Adam's moments into SGD and fail a whole sampling step later).
 _LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw", "min_groups": 0, "max_draws": 4, "balance": False, "guide": "",
            "sft_coef": 0.0, "sft_batch": 4, "reward_control": "none", "lora": False, "lora_r": 16, "lora_alpha": 32,
-           "neg_weight": 1.0}
+           "neg_weight": 1.0, "overlong_penalty": 0.0}
 
 
 def _adamw(params: list[Any], config: GRPOConfig) -> Any:
@@ -242,6 +244,8 @@ class GRPOConfig:
     #: Scale of negative advantages (:func:`~toolworld.train.advantages.weigh_negatives`): 1 the plain gradient,
     #: below 1 failures push down less than successes pull up, 0 reinforces successes only.
     neg_weight: float = 1.0
+    #: Taken off the reward of a trial that a turn's token cap cut (:func:`penalize_overlong`; 0: none).
+    overlong_penalty: float = 0.0
     #: ``partial``: the score's reward (weighted components); ``success``: 1.0 when the trial succeeded, else 0.0.
     reward: str = "partial"
     updates: int = 1
@@ -322,6 +326,7 @@ class GRPOConfig:
                   ("tis_cap", self.tis_cap is None or self.tis_cap >= 1, ">= 1 or None"),
                   ("kl_coef", self.kl_coef >= 0, ">= 0"),
                   ("neg_weight", self.neg_weight >= 0, ">= 0 (1: the plain gradient, 0: successes only)"),
+                  ("overlong_penalty", self.overlong_penalty >= 0, ">= 0 (0: none)"),
                   ("sft_coef", self.sft_coef >= 0, ">= 0 (0: none)"),
                   ("sft_batch", self.sft_batch >= 1, ">= 1"), ("advantage", self.advantage in ADVANTAGES,
                                                             f"one of {', '.join(ADVANTAGES)}"),
@@ -792,6 +797,29 @@ def _resume(model: Any, optimizer: Any, config: GRPOConfig) -> int:
     return int(state["step"])
 
 
+def penalize_overlong(scorer: Scorer, penalty: float) -> Scorer:
+    """``scorer`` with ``penalty`` taken off the reward of a trial that ended because a turn ran into its token
+    cap (termination ``max_tokens``): ``r' = r - penalty`` there, ``r' = r`` elsewhere; verdict and components kept.
+
+    Why (DAPO's overlong punishment, Yu et al. 2025): under a success reward a reply that never ends and a reply
+    that ends on the wrong answer both earn 0, so where a group's winners stopped a row-by-row reading at the row
+    they meant, the update pushes down the losers' stopping as hard as their rambling, and a few steps teach the
+    policy to read on past the match until the cap cuts it. With the penalty the cut trial ranks below the wrong
+    answer, so the group's advantages say "stop" as well as "stop at the right row"; a group whose trials all
+    failed trains when some of them were cut. It only lowers rewards, so there is nothing to gain by seeking it.
+    """
+    if not penalty >= 0:
+        raise GRPOError(f"the overlong penalty must be >= 0, got {penalty}", kind="invalid_option")
+
+    def penalized(task: Task, trajectory: Trajectory) -> Score:
+        score = scorer(task, trajectory)
+        if trajectory.termination != "max_tokens":
+            return score
+        return score.model_copy(update={"reward": score.reward - penalty})
+
+    return penalized
+
+
 def success_only(scorer: Scorer) -> Scorer:
     """``scorer`` with its reward replaced by 1.0 for a success and 0.0 otherwise (components and verdict kept).
 
@@ -982,8 +1010,12 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     policy = TokenPolicy(engine, tokenizer, name="grpo", max_tokens=config.max_tokens, temperature=config.temperature,
                          tool_prompt=config.tool_prompt)  # fmt: skip
     judge = scorer  # evaluations report the scorer's own reward, whatever the run trains on
+    if config.reward == "success" or config.overlong_penalty:
+        scorer = scorer or (lambda task, traj: score_trajectory(task, traj, world=world))
     if config.reward == "success":
-        scorer = success_only(scorer or (lambda task, traj: score_trajectory(task, traj, world=world)))
+        scorer = success_only(scorer)
+    if config.overlong_penalty:
+        scorer = penalize_overlong(scorer, config.overlong_penalty)
     guide, render = _guide(config, tokenizer, world)
     by_id = {t.id: t for t in tasks}
     result = GRPOResult(config.out, start, config.steps, resumed_from=start, evals=_read_evals(config.out))
