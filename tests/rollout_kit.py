@@ -4,6 +4,7 @@ seeded state, execute the gold actions on a fresh episode and record the change-
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from toolworld.tasks.model import Task
@@ -114,3 +115,16 @@ def run(coro: Any) -> Any:
     import asyncio
 
     return asyncio.run(coro)
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """``benchmarks/NAME.py`` loaded as a module: the benchmarks are scripts, not a package, but their helpers are
+    what the published figures rest on, so tests call them directly."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

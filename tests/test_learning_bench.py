@@ -4,7 +4,6 @@ over several sampled trials per task, and which stages it evaluates again when t
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from rollout_kit import make_task
+from rollout_kit import load_benchmark, make_task
 from toolworld import pipeline
 from toolworld.rollout.backends import ScriptedPolicy
 
@@ -22,12 +21,7 @@ pytest.importorskip("torch", reason="the learning benchmark imports the 'train' 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "learning.py"
-    spec = importlib.util.spec_from_file_location("learning_benchmark", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("learning")
 
 
 

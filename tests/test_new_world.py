@@ -11,6 +11,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
+from rollout_kit import load_benchmark
 from toolworld.check import check_world, load_world
 from toolworld.cli import app
 from toolworld.scaffold import ScaffoldError, new_world
@@ -77,14 +78,7 @@ def test_check_world_cli_takes_the_folder(scaffold):
 
 
 def test_the_episode_benchmark_takes_its_calls_from_the_tour(scaffold, monkeypatch, capsys):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "episode.py"
-    spec = importlib.util.spec_from_file_location("episode_benchmark", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("episode")
     world = load_world(scaffold).world
     with world.episode(0) as ep:
         figures = bench.tour_calls(world, ep, 3)

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from rollout_kit import load_benchmark
 from toolworld import pipeline
 from toolworld.rollout.backends import ScriptedPolicy
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "tool_choice.py"
-    spec = importlib.util.spec_from_file_location("tool_choice_benchmark", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("tool_choice")
 
 
 def test_a_run_that_reads_the_details_for_every_request_shows_the_lean(bench, tmp_path):
