@@ -36,7 +36,7 @@ def tool_choice(run_dir: Path) -> dict[str, Any]:
             calls = [call["function"]["name"] for m in traj.messages if m.get("role") == "assistant"
                      for call in m.get("tool_calls") or [] if call.get("function", {}).get("name") in targets]  # fmt: skip
             last = calls[-1] if calls else "none"
-            ended[want]["right" if last == want else last] += 1
+            ended[want]["right" if last in want.split(",") else last] += 1  # any of a task's targets is right
             passed[want] += bool(score is not None and score.success)
     finally:
         store.close()
@@ -50,7 +50,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", type=Path, help="run folders (each holding run.db)")
     a = p.parse_args()
-    results = [tool_choice(run) for run in a.runs]
+    from toolworld.store.runstore import StoreError
+
+    try:
+        results = [tool_choice(run) for run in a.runs]
+    except StoreError as e:  # not a run folder, or one this version cannot read: say which and how to make one
+        p.error(str(e))
     for r in results:
         parts = "; ".join(f"{k} asked ({v['trials']}, {v['passed']} passed): ended on {v['ended']}"
                           for k, v in r["asked"].items())  # fmt: skip

@@ -49,3 +49,13 @@ def test_a_run_that_reads_the_details_for_every_request_shows_the_lean(bench, tm
     assert lean["asked"]["track_order"]["passed"] == 0
     idle = bench.tool_choice(tmp_path / "idle")
     assert idle["right"] == 0 and idle["asked"]["get_order_details"] == {"ended": {"none": 2}, "trials": 2, "passed": 0}
+
+
+def test_a_folder_that_holds_no_run_is_refused_with_how_to_make_one(bench, tmp_path, monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setattr(sys, "argv", ["tool_choice.py", str(tmp_path / "nothing")])
+    with pytest.raises(SystemExit) as exc:
+        bench.main()
+    assert exc.value.code == 2
+    assert "holds no run" in capsys.readouterr().err
