@@ -474,7 +474,8 @@ class Bench:
                             max_len=a.max_len,
                             updates=a.grpo_updates, min_groups=a.grpo_min_groups, max_draws=a.grpo_max_draws,
                             balance=a.grpo_balance, guide=a.grpo_guide or "", sft_coef=a.grpo_sft,
-                            advantage=a.grpo_advantage, kl_coef=a.grpo_kl, neg_weight=a.grpo_neg_weight,
+                            advantage=a.grpo_advantage, kl_coef=a.grpo_kl, kl_ties=a.grpo_kl_ties,
+                            neg_weight=a.grpo_neg_weight,
                             overlong_penalty=a.grpo_overlong_penalty,
                             lora=a.grpo_lora, lora_r=a.grpo_lora_r, lora_alpha=2 * a.grpo_lora_r,
                             reward=a.grpo_reward, reward_control=a.grpo_reward_control,
@@ -657,6 +658,9 @@ def main() -> None:
     p.add_argument("--grpo-overlong-penalty", type=float, default=0.0,
                    help="Taken off GRPO's reward of a trial a turn's --max-tokens cut (0: none).")
     p.add_argument("--grpo-kl", type=float, default=0.0, help="KL coefficient to the RFT model (0: no reference).")
+    p.add_argument("--grpo-kl-ties", type=int, default=0, metavar="K",
+                   help="K trials of each group GRPO's update leaves out (tied rewards) carry the --grpo-kl term "
+                        "alone, so the update also holds what the policy does consistently (0: none).")
     p.add_argument("--grpo-lora", action="store_true",
                    help="GRPO trains LoRA adapters (rank --grpo-lora-r, alpha 2r) instead of every weight; a step as "
                         "large as a full update's takes about thirty times its lr (benchmarks/grpo_step.py). Needs --engine hf.")
@@ -702,6 +706,10 @@ def main() -> None:
         p.error("--grpo-lora samples through the adapters with the batched hf engine: give --engine hf")
     if args.grpo_lora_r < 1:
         p.error(f"--grpo-lora-r must be >= 1, got {args.grpo_lora_r}")
+    if args.grpo_kl_ties < 0:
+        p.error(f"--grpo-kl-ties must be >= 0, got {args.grpo_kl_ties}")
+    if args.grpo_kl_ties and not args.grpo_kl > 0:
+        p.error(f"--grpo-kl-ties {args.grpo_kl_ties} holds trials with the KL term alone: give --grpo-kl > 0")
     if args.batch is not None and args.batch < 1:
         p.error(f"--batch must be >= 1, got {args.batch}")
     args.eval_engine = args.eval_engine or args.engine

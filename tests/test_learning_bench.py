@@ -182,6 +182,8 @@ def test_an_episode_of_the_benchmark_ends_by_turns_and_tokens_never_by_the_clock
         (["--grpo-eval-every", "2", "--engine", "hf", "--eval-engine", "llamacpp"], "give --engine hf"),
         (["--grpo-lora"], "--grpo-lora samples through the adapters with the batched hf engine"),
         (["--grpo-lora", "--engine", "hf", "--grpo-lora-r", "0"], "--grpo-lora-r must be >= 1"),
+        (["--grpo-kl-ties", "1"], "give --grpo-kl > 0"),
+        (["--grpo-kl-ties", "-1", "--grpo-kl", "0.5"], "--grpo-kl-ties must be >= 0"),
     ],
 )
 def test_an_evaluation_that_cannot_measure_is_refused_before_any_work(bench, tmp_path, monkeypatch, capsys, argv, says):

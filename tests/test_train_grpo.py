@@ -687,6 +687,101 @@ def test_a_run_with_a_supervised_term_logs_it_every_update_and_refuses_half_of_i
         assert err.value.kind == "invalid_option" and "sft_coef" in str(err.value)
 
 
+def anchored_k3(model: Any, ref: Any, sample: Sample) -> float:
+    """Mean k3 (``exp(ref - logp) - (ref - logp) - 1``) of ``model`` to ``ref`` over ``sample``'s learnt tokens."""
+    batch = collate([Sample(input_ids=sample.input_ids, loss_mask=sample.loss_mask)], 0)
+    with torch.no_grad():
+        d = token_logprobs(ref, batch) - token_logprobs(model, batch)
+        return float(((torch.exp(d) - d - 1.0) * batch.loss_mask).sum() / batch.loss_mask.sum())
+
+
+def test_anchors_carry_the_kl_term_alone_and_do_not_thin_the_policy_gradient(tokenizer):
+    """A tied group's trial held by ``kl_ties`` joins the update with its k3 to the reference and nothing else:
+    against a reference equal to the model (k3 and its gradient are 0) the update is the one without it, although
+    the anchor is handed in with an advantage of 5, so it neither trains as a policy sample nor takes a share of
+    the token mean the policy gradient is divided by. Against a moved reference it pulls its own tokens back
+    towards the reference, and the step reports its mean k3 before the step as ``kl_ties``."""
+    model = tiny_model(tokenizer)
+
+    def sample(text: str, advantage: float, group: str) -> Sample:
+        ids = tokenizer(text)["input_ids"]
+        mask = [0, 0] + [1] * (len(ids) - 2)
+        probe = collate([Sample(input_ids=ids, loss_mask=mask)], 0)
+        with torch.no_grad():
+            own = [float(x) * m for x, m in zip(token_logprobs(model, probe)[0], mask, strict=True)]
+        return Sample(input_ids=ids, loss_mask=mask, logprobs=own, advantage=advantage, group=group,
+                      meta={"reward": max(advantage, 0.0)})  # fmt: skip
+
+    trained = [sample("the customer asks where order W123 is", 1.0, "a"),
+               sample("I cancelled the order and refunded the card", -1.0, "a")]  # fmt: skip
+    held = sample("what is the status of my last order, please", 5.0, "b")
+    cfg = config(Path("unused"), lr=0.05, optimizer="sgd", packing=False, kl_coef=1.0, kl_ties=1)
+
+    def step(ref: Any, anchors: list[Sample]) -> tuple[Any, dict[str, float]]:
+        m = copy.deepcopy(model)
+        params = [p for p in m.parameters() if p.requires_grad]
+        stats = update(m, ref, trained, make_optimizer(params, cfg), params, cfg, 0, anchors=anchors)
+        return m, stats
+
+    same = copy.deepcopy(model).eval()
+    (plain, plain_stats), (held_, held_stats) = step(same, []), step(same, [held])
+    assert all(torch.allclose(a, b, atol=1e-7) for a, b in zip(weights(plain).values(), weights(held_).values(),
+                                                               strict=True))  # fmt: skip
+    assert "kl_ties" not in plain_stats and held_stats["kl_ties"] == pytest.approx(0.0, abs=1e-6)
+    assert held_stats["loss"] == pytest.approx(plain_stats["loss"], rel=1e-5)
+
+    moved = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        for p in moved.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    before = anchored_k3(model, moved, held)
+    (plain, _), (kept, stats) = step(moved, []), step(moved, [held])
+    assert before > 1e-3 and stats["kl_ties"] == pytest.approx(before, rel=1e-3)
+    assert anchored_k3(kept, moved, held) < anchored_k3(plain, moved, held) - 1e-4 * before
+    with pytest.raises(GRPOError) as info:
+        step(None, [held])
+    assert info.value.kind == "invalid_option" and "reference" in str(info.value)
+
+
+def test_a_run_anchors_the_first_trials_of_each_tied_group_and_a_resume_must_keep_it(tokenizer, world, tasks,
+                                                                                    tmp_path, monkeypatch):  # fmt: skip
+    """Four tasks, two whose trials differ (trained on) and two that tie: with kl_ties 1 the update is handed trial
+    0 of each tied group as its anchors and nothing of the trained ones; the step logs how many and their k3
+    (0 at the first step, where the model is its own reference). Without kl_ties nothing is anchored."""
+    import toolworld.train.grpo as grpo_mod
+
+    many = [tasks[0].model_copy(update={"id": f"t{i}"}) for i in range(4)]
+    spread = {"t0", "t1"}
+    handed: list[tuple[set[str], list[tuple[str, int]]]] = []
+    real = grpo_mod.update
+
+    def spy(model, ref, samples, *args, **kwargs):  # type: ignore[no-untyped-def]
+        handed.append(({s.group for s in samples}, [(s.group, s.meta["trial"]) for s in kwargs["anchors"]]))
+        return real(model, ref, samples, *args, **kwargs)
+
+    monkeypatch.setattr(grpo_mod, "update", spy)
+    scorer = Recorder(lambda t: float(t.trial % 2) if t.task_id in spread else 0.0)
+    runs = {}
+    for ties in (1, 0):
+        steps: list[Any] = []
+        out = tmp_path / f"ties{ties}"
+        train_grpo(tiny_model(tokenizer), tokenizer, world, many,
+                   config(out, steps=1, tasks_per_step=4, kl_coef=0.5, kl_ties=ties, save_every=1), scorer=scorer,
+                   on_step=steps.append)  # fmt: skip
+        runs[ties] = (steps[0], json.loads((out / "train.jsonl").read_text().splitlines()[0]))
+    (groups, anchors), (groups0, anchors0) = handed
+    assert groups == groups0 == spread and sorted(anchors) == [("t2", 0), ("t3", 0)] and anchors0 == []
+    step, line = runs[1]
+    assert step.anchored == line["anchored"] == 2 and step.kl_ties == line["kl_ties"] == pytest.approx(0.0, abs=1e-6)
+    step, line = runs[0]
+    assert step.anchored == line["anchored"] == 0 and step.kl_ties is None and line["kl_ties"] is None
+    with pytest.raises(GRPOError) as info:
+        train_grpo(tiny_model(tokenizer), tokenizer, world, many,
+                   config(tmp_path / "ties1", steps=2, tasks_per_step=4, kl_coef=0.5, kl_ties=2, resume=True),
+                   scorer=scorer)  # fmt: skip
+    assert "kl_ties" in str(info.value)
+
+
 def test_infra_errors_take_no_part(tokenizer, world, tasks, tmp_path):
     """An unscored trial (infra error) is neither in the reward mean nor in a group: its group is left alone."""
 
@@ -988,7 +1083,8 @@ def test_a_policy_at_another_temperature_shares_its_engine_and_leaves_the_origin
 def test_config_errors_are_structured():
     for bad in ({"group": 1}, {"advantage": "ppo"}, {"reward": "pass"}, {"temperature": 0.0}, {"optimizer": "lion"},
                 {"max_len": 100, "batch_tokens": 50}, {"min_groups": -1}, {"max_draws": 0},
-                {"neg_weight": -0.5}, {"overlong_penalty": -0.1}, {"overlong_penalty": float("nan")}):
+                {"neg_weight": -0.5}, {"overlong_penalty": -0.1}, {"overlong_penalty": float("nan")},
+                {"kl_ties": -1}, {"kl_ties": 1}):
         with pytest.raises(GRPOError) as info:
             GRPOConfig(**bad)
         assert info.value.kind == "invalid_option" and next(iter(bad)) in str(info.value)
@@ -1118,6 +1214,11 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
                             catch_exceptions=False)  # fmt: skip
     error = json.loads(control.output.strip().splitlines()[-1])["error"]
     assert error["type"] == "invalid_option" and error["message"].startswith("--reward-control must be one of none")
+    ties = runner.invoke(app, [*args[:6], str(tmp_path / "o-ties"), "--kl-ties", "1"], catch_exceptions=False)
+    error = json.loads(ties.output.strip().splitlines()[-1])["error"]
+    assert ties.exit_code != 0 and error["type"] == "invalid_option"
+    assert error["message"].startswith("--kl-ties must be") and "unless --kl > 0" in error["message"]
+    assert not (tmp_path / "o-ties" / "train.jsonl").exists()
     # dynamic sampling from the command line: a random model passes nothing, so the step draws until --max-draws
     write_jsonl(tmp_path / "two.jsonl", tasks[:2])
     dyn = runner.invoke(app, [*args[:2], str(tmp_path / "two.jsonl"), *args[3:6], str(tmp_path / "o5"), *args[7:],

@@ -304,6 +304,11 @@ def grpo(
                                                 "advantage sizes, no credit assignment).")] = "none",
     kl: Annotated[float, typer.Option("--kl", min=0.0, help="KL penalty to the starting model (0: no reference "
                                       "model is kept).")] = 0.0,
+    kl_ties: Annotated[int, typer.Option("--kl-ties", min=0, help="Trials of each group the update leaves out "
+                                         "(its rewards tie, or --balance-targets dropped it) that still carry the "
+                                         "--kl term, with no advantage: the update then also holds what the policy "
+                                         "already does consistently, which a small policy otherwise drifts on "
+                                         "(0: none; needs --kl).")] = 0,
     neg_weight: Annotated[float, typer.Option("--neg-weight", min=0.0, help="Scale of negative advantages: 1 "
                                               "the plain gradient; below 1 failed trials push their tokens down "
                                               "less than passing ones pull theirs up (0: successes only), which "
@@ -399,7 +404,7 @@ def grpo(
         config = GRPOConfig(out=out, group=group, tasks_per_step=tasks_per_step, steps=steps, clip=clip,
                             lr=lr if lr is not None else (3e-5 if lora else 1e-6), optimizer=optimizer,
                             lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r,
-                            kl_coef=kl, neg_weight=neg_weight, overlong_penalty=overlong_penalty,
+                            kl_coef=kl, kl_ties=kl_ties, neg_weight=neg_weight, overlong_penalty=overlong_penalty,
                             advantage=advantage, reward=reward, reward_control=reward_control,
                             updates=updates, min_groups=min_groups,
                             max_draws=max_draws, balance=balance, guide=guide or "", sft_coef=sft_coef,

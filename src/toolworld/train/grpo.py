@@ -19,6 +19,8 @@ One step of :func:`train_grpo`::
     A_t    = neg_weight * A_t where A_t < 0                    # 1: the plain gradient (advantages.weigh_negatives)
     pi_old = trainer logprobs of the sampled tokens (no grad, once)
     repeat `updates` times: one optimizer step on policy_loss  # clipped surrogate, TIS, optional k3 KL
+                                                               # kl_ties: k trials of each group left out add
+                                                               # their k3 KL alone (advantage 0)
                                                                # adamw (default) or sgd, see OPTIMIZERS
                                                                # lora: only the adapters train (lora.py), and
                                                                # the KL reference is the adapters switched off
@@ -55,6 +57,16 @@ further and left the date picks and the tool names worse than SFT's (docs/benchm
 make up a step's update by the luck of the draw. Neither makes a single update safe for a small policy: on
 SmolLM2-135M, six groups (balanced or not) moved the next step's tasks further from what they asked than three
 did (docs/benchmarks.md, "Dynamic sampling").
+``kl_ties`` anchors what the update leaves out. A KL penalty on the trials of the trained groups holds only the
+behaviour those trials show, while a small policy generalises the update to requests of every kind; the groups left
+out are the ones the policy plays consistently (every trial passed, or all failed and no guide joined), and nothing
+holds them. On SmolLM2-135M, balanced steps with a KL of 0.5 moved status requests onto the tracking tool (29 of 32
+training trials on the right tool at step 1, 7 of 24 at step 4) while the KL they logged stayed under 0.003
+(docs/benchmarks.md). The first ``kl_ties`` trials of each left-out group join the update with advantage 0: they
+add ``kl_coef`` times their k3 to the reference, summed over their tokens and divided by the trained tokens'
+count, so an anchored token weighs what a trained token's KL weighs and the policy gradient is not thinned by them.
+Plain GRPO keeps tied groups in its batch and anchors them so by construction; dynamic sampling drops them from the
+KL along with the gradient.
 Trials that ended on an infra error are not scored and take no part in their group.
 
 The model stays in eval mode throughout: dropout would make ``pi`` and ``pi_old`` different functions of the
@@ -90,7 +102,7 @@ import statistics
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -128,8 +140,8 @@ if TYPE_CHECKING:
     from .data import Sample
 
 __all__ = ["ADVANTAGES", "OPTIMIZERS", "REWARDS", "REWARD_CONTROLS", "GRPOConfig", "GRPOError", "GRPOEval", "GRPOResult", "GRPOStep",
-           "Scorer", "advantaged", "at_temperature", "estimator", "evaluate", "guide_renderer", "guide_trials",
-           "make_optimizer", "penalize_overlong", "pick_tasks", "rollouts", "samples_from_trajectories", "success_only", "target_of",
+           "Scorer", "advantaged", "anchors_of", "at_temperature", "estimator", "evaluate", "guide_renderer",
+           "guide_trials", "make_optimizer", "penalize_overlong", "pick_tasks", "rollouts", "samples_from_trajectories", "success_only", "target_of",
            "train_grpo", "trial_record", "update"]  # fmt: skip
 
 ADVANTAGES = ("grpo", "mc_grpo", "dr_grpo", "gigpo")
@@ -147,12 +159,12 @@ Scorer = Callable[["Task", "Trajectory"], "Score"]
 _RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "reward", "lr", "clip", "tis_cap", "kl_coef", "updates",
                 "max_tokens", "temperature", "max_len", "optimizer", "min_groups", "max_draws", "balance", "guide",
                 "sft_coef", "sft_batch", "reward_control", "lora", "lora_r", "lora_alpha", "neg_weight",
-                "overlong_penalty")  # fmt: skip
+                "overlong_penalty", "kl_ties")  # fmt: skip
 #: What a checkpoint written before a key was recorded was trained with: the value then, not today's default (an
 #: AdamW checkpoint resumed as SGD would load Adam's moments into SGD and fail a whole sampling step later).
 _LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw", "min_groups": 0, "max_draws": 4, "balance": False, "guide": "",
            "sft_coef": 0.0, "sft_batch": 4, "reward_control": "none", "lora": False, "lora_r": 16, "lora_alpha": 32,
-           "neg_weight": 1.0, "overlong_penalty": 0.0}
+           "neg_weight": 1.0, "overlong_penalty": 0.0, "kl_ties": 0}
 
 
 def _adamw(params: list[Any], config: GRPOConfig) -> Any:
@@ -240,6 +252,9 @@ class GRPOConfig:
     clip: float = 0.2
     tis_cap: float | None = 2.0
     kl_coef: float = 0.0
+    #: Trials of each group the update leaves out (its rewards tie, or ``balance`` dropped it) that still carry the
+    #: KL term, with no advantage (0: none; needs ``kl_coef``): see the module docstring, "anchors".
+    kl_ties: int = 0
     advantage: str = "grpo"
     #: Scale of negative advantages (:func:`~toolworld.train.advantages.weigh_negatives`): 1 the plain gradient,
     #: below 1 failures push down less than successes pull up, 0 reinforces successes only.
@@ -325,6 +340,8 @@ class GRPOConfig:
                   ("lr", self.lr > 0, "> 0"), ("clip", 0 < self.clip < 1, "in (0, 1)"),
                   ("tis_cap", self.tis_cap is None or self.tis_cap >= 1, ">= 1 or None"),
                   ("kl_coef", self.kl_coef >= 0, ">= 0"),
+                  ("kl_ties", self.kl_ties >= 0 and (self.kl_ties == 0 or self.kl_coef > 0),
+                   ">= 0, and 0 unless kl_coef > 0 (its trials carry the KL term alone)"),
                   ("neg_weight", self.neg_weight >= 0, ">= 0 (1: the plain gradient, 0: successes only)"),
                   ("overlong_penalty", self.overlong_penalty >= 0, ">= 0 (0: none)"),
                   ("sft_coef", self.sft_coef >= 0, ">= 0 (0: none)"),
@@ -386,6 +403,8 @@ class GRPOStep:
     loss: float | None
     sft_loss: float | None  # the supervised term's loss (before its weight), None without one or without an update
     kl: float | None
+    anchored: int  # trials of groups left out of the update that carried the KL term alone (kl_ties)
+    kl_ties: float | None  # their mean k3 to the reference, None without any
     clip_frac: float | None
     logprob_gap: float | None
     grad_norm: float | None
@@ -644,6 +663,20 @@ def advantaged(pairs: Sequence[tuple[Trajectory, Score]], config: GRPOConfig, *,
     return samples, [s for s in samples if s.group in spread and any(s.loss_mask)], spread
 
 
+def anchors_of(samples: Sequence[Sample], trained: set[str], per_group: int) -> list[Sample]:
+    """The first ``per_group`` sampled trials (with a token to learn) of each group not in ``trained``: the groups
+    whose rewards tied, or that ``balance`` left out, whose tokens :func:`update` holds to the reference with the KL
+    term alone (``kl_ties``). A guide's rendered trial is never one: the policy did not sample it."""
+    count: dict[str, int] = defaultdict(int)
+    out = []
+    for s in samples:
+        if s.group in trained or s.meta.get("rendered") or not any(s.loss_mask) or count[s.group] >= per_group:
+            continue
+        count[s.group] += 1
+        out.append(s)
+    return out
+
+
 def make_optimizer(params: list[Any], config: GRPOConfig) -> Any:
     """``config.optimizer`` (a name in :data:`OPTIMIZERS`) over ``params``."""
     return OPTIMIZERS[config.optimizer](params, config)
@@ -653,28 +686,39 @@ def make_optimizer(params: list[Any], config: GRPOConfig) -> Any:
 
 
 def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any, params: list[Any],
-           config: GRPOConfig, pad_id: int, sft: Sequence[Sample] = ()) -> dict[str, float]:  # fmt: skip
+           config: GRPOConfig, pad_id: int, sft: Sequence[Sample] = (),
+           anchors: Sequence[Sample] = ()) -> dict[str, float]:  # fmt: skip
     """``config.updates`` optimizer steps of ``policy_loss`` on ``samples`` (with their advantages, see
     :func:`advantaged`), plus ``config.sft_coef`` times ``sft_loss`` on ``sft`` (conversations to stay close to),
-    ``ref_model`` the KL reference or None; token-weighted stats of them all (``sft_loss`` over ``sft``'s)."""
+    ``ref_model`` the KL reference or None; token-weighted stats of them all (``sft_loss`` over ``sft``'s).
+
+    ``anchors`` (trials of groups the update leaves out, :func:`anchors_of`) carry the KL term alone: their advantage
+    is zero, and their tokens join the sum of the KL penalty but not the token count the loss is divided by, so each
+    anchored token weighs as much as a trained token's KL and the policy gradient of ``samples`` is not thinned by
+    them. ``kl_ties`` in the stats is their mean k3."""
     import torch
 
     from .logprobs import token_logprobs
 
     first = next(model.parameters())
     assert config.batch_tokens is not None
-    # a rendered trial (a guide's) goes in micro-batches of its own: it has no sampler logprobs to weigh against
-    families = ([s for s in samples if not s.meta.get("rendered")], [s for s in samples if s.meta.get("rendered")])
-    packed, rendered = [], []
-    for family, is_rendered in zip(families, (False, True), strict=True):
+    if anchors and ref_model is None:
+        raise GRPOError("anchors carry the KL term alone: give a reference model (kl_coef > 0)", kind="invalid_option")
+    # a rendered trial (a guide's) goes in micro-batches of its own: it has no sampler logprobs to weigh against;
+    # so do anchors, whose loss is the KL term alone
+    families = {"sampled": [s for s in samples if not s.meta.get("rendered")],
+                "rendered": [s for s in samples if s.meta.get("rendered")],
+                "anchor": [replace(s, advantage=0.0, token_advantages=None) for s in anchors]}  # fmt: skip
+    packed, kinds = [], []
+    for kind, family in families.items():
         rows = _rows(family, config, pad_id)
         packed += rows
-        rendered += [is_rendered] * len(rows)
+        kinds += [kind] * len(rows)
     micro = [b.to(first.device, dtype=first.dtype) for b in packed]
     supervised = [b.to(first.device, dtype=first.dtype) for b in _rows(sft, config, pad_id)] if config.sft_coef else []
     counts = [float(b.loss_mask.sum()) for b in micro]
-    total = sum(counts)
-    sampled = sum(n for n, r in zip(counts, rendered, strict=True) if not r)
+    tokens = {kind: sum(n for n, k in zip(counts, kinds, strict=True) if k == kind) for kind in families}
+    total = tokens["sampled"] + tokens["rendered"] or 1.0  # the loss is a token mean over these: anchors add KL only
     none: list[Any] = [None] * len(micro)
     autocast = functools.partial(torch.autocast, first.device.type, dtype=torch.bfloat16, enabled=config.bf16)
     with torch.no_grad(), autocast():
@@ -685,12 +729,14 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
         refs = [token_logprobs(ref_model, b, temperature=t) for b in micro] if ref_model is not None else none
     sums: dict[str, float] = defaultdict(float)
     with layer_checkpointing(model, config.gradient_checkpointing), autocast():
-        _steps(model, micro, olds, refs, counts, total, optimizer, params, config, sums, rendered, supervised)
+        _steps(model, micro, olds, refs, counts, total, optimizer, params, config, sums, kinds, supervised)
     weight = total * config.updates
-    stats = {key: value / weight for key, value in sums.items() if key != "sft_loss"}
+    stats = {key: value / weight for key, value in sums.items() if key not in ("sft_loss", "kl_ties")}
     if supervised:
         stats["sft_loss"] = sums["sft_loss"] / config.updates
-    stats["logprob_gap"] = sums["logprob_gap"] / max(sampled * config.updates, 1.0)  # the sampled tokens' alone
+    if tokens["anchor"]:
+        stats["kl_ties"] = sums["kl_ties"] / (tokens["anchor"] * config.updates)
+    stats["logprob_gap"] = sums["logprob_gap"] / max(tokens["sampled"] * config.updates, 1.0)  # the sampled alone
     return stats
 
 
@@ -706,10 +752,11 @@ def _rows(samples: Sequence[Sample], config: GRPOConfig, pad_id: int) -> list[An
 
 def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], counts: list[float], total: float,
            optimizer: Any, params: list[Any], config: GRPOConfig, sums: dict[str, float],
-           rendered: list[bool], supervised: list[Any]) -> None:  # fmt: skip
+           kinds: list[str], supervised: list[Any]) -> None:  # fmt: skip
     """The optimizer steps of :func:`update`, adding each one's token-weighted stats to ``sums``; a ``rendered``
-    micro-batch (a guide's trials) takes no importance weight and adds nothing to the logprob gap; ``supervised``
-    micro-batches add ``config.sft_coef`` times their token-mean NLL."""
+    micro-batch (a guide's trials) takes no importance weight and adds nothing to the logprob gap; an ``anchor`` one
+    adds its KL penalty to the loss and its k3 to ``kl_ties`` alone; ``supervised`` micro-batches add
+    ``config.sft_coef`` times their token-mean NLL."""
     import torch
 
     from .losses import policy_loss, sft_loss
@@ -720,15 +767,19 @@ def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], count
         optimizer.zero_grad(set_to_none=True)
         # unpacked trials run the prompt they share once per update (it changes with the weights)
         prefix = SharedPrefix(model, micro, enabled=kv_shareable(config))
-        for batch, old, ref, n, guide in zip(prefix.batches, olds, refs, counts, rendered, strict=True):
-            loss, stats = policy_loss(model, batch, clip=config.clip, tis_cap=None if guide else config.tis_cap,
+        for batch, old, ref, n, kind in zip(prefix.batches, olds, refs, counts, kinds, strict=True):
+            loss, stats = policy_loss(model, batch, clip=config.clip,
+                                      tis_cap=config.tis_cap if kind == "sampled" else None,
                                       kl_coef=config.kl_coef, ref_logprobs=prefix.slice(ref),
                                       old_logprobs=prefix.slice(old), temperature=config.temperature)  # fmt: skip
             # each micro-batch's loss is its token mean: weighting by its share of tokens makes the step's loss
-            # the token mean over all of them, as one batch would give
+            # the token mean over all of them, as one batch would give (an anchor's share is over the same total)
             (loss * (n / total)).backward()
+            if kind == "anchor":
+                sums["kl_ties"] += stats["kl"] * n
+                continue
             sums["loss"] += float(loss.detach()) * n
-            for key in ("kl", "clip_frac", *(() if guide else ("logprob_gap",))):
+            for key in ("kl", "clip_frac", *(("logprob_gap",) if kind == "sampled" else ())):
                 sums[key] += stats[key] * n
         prefix.backward()
         for batch in supervised:  # the supervised term is its own token mean, whatever the trials' length
@@ -1110,9 +1161,10 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                 train_on = [s for s in train_on if s.group in spread]
             scored = [score for traj, score in pairs if not (traj.failed_by_infra or score.infra_error)]
             stats: dict[str, float] = {}
+            anchors = anchors_of(samples, {s.group for s in train_on}, config.kl_ties)
             if train_on:
                 stats = update(model, ref_model, train_on, optimizer, params, config, pad_id,
-                               sft=_sft_batch(sft or (), config, step))  # fmt: skip
+                               sft=_sft_batch(sft or (), config, step), anchors=anchors)  # fmt: skip
                 engine.reset_cache()
             took = time.perf_counter() - t0
             tokens = sum(sum(s.loss_mask) for s in samples if not s.meta.get("rendered"))
@@ -1124,6 +1176,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                 guided=len(guided), updated=bool(train_on),
                 tasks=len(taken), draws=draws,
                 loss=stats.get("loss"), sft_loss=stats.get("sft_loss"), kl=stats.get("kl"), clip_frac=stats.get("clip_frac"),
+                anchored=len(anchors) if train_on else 0, kl_ties=stats.get("kl_ties"),
                 logprob_gap=stats.get("logprob_gap"), grad_norm=stats.get("grad_norm"), tokens=tokens,
                 tokens_per_s=tokens / max(took, 1e-9), seconds=took, sample_s=t_sampled - t0,
                 update_s=time.perf_counter() - t_sampled)  # fmt: skip
