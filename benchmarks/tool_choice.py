@@ -1,7 +1,9 @@
 """Which target tool a policy ends on, against the one each task asks for.
 
 Run: ``python benchmarks/tool_choice.py RUN_DIR [RUN_DIR ...]`` (run folders of ``toolworld run``, e.g. the
-``eval-sft`` and ``eval-grpo`` folders of ``benchmarks/learning.py``).
+``eval-sft`` and ``eval-grpo`` folders of ``benchmarks/learning.py``), or
+``python benchmarks/tool_choice.py --tasks TASKS GRPO_DIR`` (a ``train grpo`` output folder, e.g. ``grpo`` of
+``benchmarks/learning.py``, with the task file it trained on: ``fresh-pool.jsonl`` or ``train.jsonl``).
 
 A task's synthesis walked to a target call (``provenance.targets``): on the info mix, ``get_order_details`` for a
 request for an order's status and total, ``track_order`` for its carrier and tracking number. Either read can
@@ -9,7 +11,9 @@ look like progress, and a policy that leans to one of them whatever is asked fai
 pass rate alone hides which way a run leans; this counts, per run and per asked target, the last call each trial
 made among the run's target tools (``right``, another target, or ``none``), and how many of each passed. A run
 that trades one lean for the other shows as the off-diagonal counts swapping while ``right`` barely moves.
-The last line is one JSON object with each run's counts.
+A GRPO folder is counted per step from its ``trials.jsonl``: the trials the policy sampled at that step (a guide's
+trials and those lost to an infra error are left out), so a lean that an update sets going shows step by step,
+before any evaluation. The last line is one JSON object with each run's counts.
 """
 
 from __future__ import annotations
@@ -17,8 +21,28 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+
+def _counts(trials: Iterable[tuple[str, list[dict[str, Any]], bool]], asked: dict[str, str]) -> dict[str, Any]:
+    """``trials`` as (task id, messages, passed), counted against ``asked`` (task id -> its targets, comma-joined):
+    the total, how many ended on one of the task's own targets, and per asked target where the trials ended."""
+    targets = {name for joined in asked.values() for name in joined.split(",") if name}
+    ended: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    passed: collections.Counter[str] = collections.Counter()
+    for task_id, messages, success in trials:
+        want = asked[task_id]
+        calls = [call["function"]["name"] for m in messages if m.get("role") == "assistant"
+                 for call in m.get("tool_calls") or [] if call.get("function", {}).get("name") in targets]  # fmt: skip
+        last = calls[-1] if calls else "none"
+        ended[want]["right" if last in want.split(",") else last] += 1  # any of a task's targets is right
+        passed[want] += success
+    right = sum(c["right"] for c in ended.values())
+    return {"trials": sum(sum(c.values()) for c in ended.values()), "right": right,
+            "asked": {k: {"ended": dict(v), "trials": sum(v.values()), "passed": passed[k]}
+                      for k, v in sorted(ended.items())}}  # fmt: skip
 
 
 def tool_choice(run_dir: Path) -> dict[str, Any]:
@@ -28,38 +52,85 @@ def tool_choice(run_dir: Path) -> dict[str, Any]:
     store = RunStore.open(run_dir)
     try:
         asked = {t.id: ",".join(t.provenance.targets) for t in store.tasks()}
-        targets = {name for joined in asked.values() for name in joined.split(",") if name}
-        ended: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
-        passed: collections.Counter[str] = collections.Counter()
-        for traj, score, _facts in store.trials():
-            want = asked[traj.task_id]
-            calls = [call["function"]["name"] for m in traj.messages if m.get("role") == "assistant"
-                     for call in m.get("tool_calls") or [] if call.get("function", {}).get("name") in targets]  # fmt: skip
-            last = calls[-1] if calls else "none"
-            ended[want]["right" if last in want.split(",") else last] += 1  # any of a task's targets is right
-            passed[want] += bool(score is not None and score.success)
+        trials = [(traj.task_id, traj.messages, bool(score is not None and score.success))
+                  for traj, score, _facts in store.trials()]  # fmt: skip
     finally:
         store.close()
-    right = sum(c["right"] for c in ended.values())
-    return {"run": str(run_dir), "trials": sum(sum(c.values()) for c in ended.values()), "right": right,
-            "asked": {k: {"ended": dict(v), "trials": sum(v.values()), "passed": passed[k]}
-                      for k, v in sorted(ended.items())}}  # fmt: skip
+    return {"run": str(run_dir), **_counts(trials, asked)}
+
+
+class ChoiceError(Exception):
+    """A GRPO folder or task file that cannot be counted; the message says what to give instead."""
+
+
+def training_choice(grpo_dir: Path, tasks_file: Path) -> dict[str, Any]:
+    """Counts of a GRPO run per step (see the module docstring), the tasks' targets read from ``tasks_file``:
+    ``{"run", "trials", "right", "steps": [{"step", "trials", "right", "asked"}, ...]}``."""
+    from toolworld.tasks.model import TaskSet
+    from toolworld.train.grpo import TRIALS_FILE
+
+    path = grpo_dir / TRIALS_FILE
+    if not path.is_file():
+        raise ChoiceError(f"{grpo_dir} holds no {TRIALS_FILE}: give a `train grpo` output folder (trials are "
+                          "written unless the run was made with save_trials off)")  # fmt: skip
+    try:
+        tasks = TaskSet.load(tasks_file)
+    except OSError as e:
+        raise ChoiceError(f"cannot read the task file {tasks_file}: {e.strerror or e}") from e
+    asked = {t.id: ",".join(t.provenance.targets) for t in tasks}
+    by_step: dict[int, list[tuple[str, list[dict[str, Any]], bool]]] = collections.defaultdict(list)
+    with path.open(encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:  # a run killed mid-write leaves a cut last line: what came before counts
+                continue
+            if rec.get("guide") or rec.get("infra_error"):  # the policy did not play it, or it was not scored
+                continue
+            if rec["task_id"] not in asked:
+                raise ChoiceError(f"{path} line {number}: task {rec['task_id']!r} is not in {tasks_file}: give the "
+                                  "task file the run trained on")  # fmt: skip
+            by_step[int(rec["step"])].append((rec["task_id"], rec["trajectory"]["messages"], bool(rec["success"])))
+    steps = [{"step": step, **_counts(trials, asked)} for step, trials in sorted(by_step.items())]
+    return {"run": str(grpo_dir), "trials": sum(s["trials"] for s in steps), "right": sum(s["right"] for s in steps),
+            "steps": steps}
+
+
+def _say(name: str, counts: dict[str, Any]) -> str:
+    parts = "; ".join(f"{k} asked ({v['trials']}, {v['passed']} passed): ended on {v['ended']}"
+                      for k, v in counts["asked"].items())  # fmt: skip
+    return f"{name}: right target {counts['right']} of {counts['trials']}; {parts}"
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("runs", nargs="+", type=Path, help="run folders (each holding run.db)")
+    p.add_argument("runs", nargs="+", type=Path,
+                   help="run folders (each holding run.db), or train grpo folders (each holding trials.jsonl)")
+    p.add_argument("--tasks", type=Path, default=None,
+                   help="the task file a train grpo folder trained on (its trials name tasks, not what they ask)")
     a = p.parse_args()
     from toolworld.store.runstore import StoreError
+    from toolworld.train.grpo import TRIALS_FILE  # plain Python: torch is imported only by what trains
 
+    results = []
     try:
-        results = [tool_choice(run) for run in a.runs]
-    except StoreError as e:  # not a run folder, or one this version cannot read: say which and how to make one
+        for run in a.runs:
+            if (run / "run.db").exists() or not (run / TRIALS_FILE).exists():
+                results.append(tool_choice(run))
+            elif a.tasks is None:
+                p.error(f"{run} is a train grpo folder: give --tasks FILE, the task file it trained on")
+            else:
+                results.append(training_choice(run, a.tasks))
+    except (StoreError, ChoiceError) as e:  # not a run folder, or one this version cannot read: say which and why
         p.error(str(e))
     for r in results:
-        parts = "; ".join(f"{k} asked ({v['trials']}, {v['passed']} passed): ended on {v['ended']}"
-                          for k, v in r["asked"].items())  # fmt: skip
-        print(f"{r['run']}: right target {r['right']} of {r['trials']}; {parts}")
+        if "steps" in r:
+            for step in r["steps"]:
+                print(_say(f"{r['run']} step {step['step']}", step))
+        else:
+            print(_say(r["run"], r))
     print(json.dumps({"runs": results}))
 
 
