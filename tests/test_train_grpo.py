@@ -36,6 +36,7 @@ from toolworld.train.grpo import (  # noqa: E402
     REWARD_CONTROLS,
     GRPOConfig,
     GRPOError,
+    anchors_of,
     at_temperature,
     guide_renderer,
     make_optimizer,
@@ -696,11 +697,14 @@ def anchored_k3(model: Any, ref: Any, sample: Sample) -> float:
 
 
 def test_anchors_carry_the_kl_term_alone_and_do_not_thin_the_policy_gradient(tokenizer):
-    """A tied group's trial held by ``kl_ties`` joins the update with its k3 to the reference and nothing else:
-    against a reference equal to the model (k3 and its gradient are 0) the update is the one without it, although
-    the anchor is handed in with an advantage of 5, so it neither trains as a policy sample nor takes a share of
-    the token mean the policy gradient is divided by. Against a moved reference it pulls its own tokens back
-    towards the reference, and the step reports its mean k3 before the step as ``kl_ties``."""
+    """A tied group's trial held by ``kl_ties`` joins the update with its k3 to the reference and nothing else.
+
+    Against a reference equal to the model (k3 and its gradient are 0) the update is the one without it, although
+    the anchor is handed in with an advantage of 5 and GiGPO token advantages of 3: it trains as no policy sample
+    and takes no share of the token mean the policy gradient is divided by. Against a moved reference, the SGD step
+    with the anchor differs from the one without by exactly ``lr * kl_coef * grad(sum of its k3) / N``, N the
+    trained tokens: an anchored token weighs what a trained token's KL weighs. The trained trials' stats stay
+    theirs, and ``kl_ties`` is the anchor's mean k3, averaged over the updates."""
     model = tiny_model(tokenizer)
 
     def sample(text: str, advantage: float, group: str) -> Sample:
@@ -715,12 +719,16 @@ def test_anchors_carry_the_kl_term_alone_and_do_not_thin_the_policy_gradient(tok
     trained = [sample("the customer asks where order W123 is", 1.0, "a"),
                sample("I cancelled the order and refunded the card", -1.0, "a")]  # fmt: skip
     held = sample("what is the status of my last order, please", 5.0, "b")
-    cfg = config(Path("unused"), lr=0.05, optimizer="sgd", packing=False, kl_coef=1.0, kl_ties=1)
+    held.token_advantages = [3.0] * len(held.input_ids)
+    lr, beta = 0.05, 1.0
+    cfg = config(Path("unused"), lr=lr, optimizer="sgd", packing=False, kl_coef=beta, kl_ties=1, max_grad_norm=1e9)
 
-    def step(ref: Any, anchors: list[Sample]) -> tuple[Any, dict[str, float]]:
+    def step(ref: Any, anchors: list[Sample], **kw: Any) -> tuple[Any, dict[str, float]]:
         m = copy.deepcopy(model)
         params = [p for p in m.parameters() if p.requires_grad]
-        stats = update(m, ref, trained, make_optimizer(params, cfg), params, cfg, 0, anchors=anchors)
+        c = config(Path("unused"), **{**{k: getattr(cfg, k) for k in ("lr", "optimizer", "packing", "kl_coef",
+                                                                          "kl_ties", "max_grad_norm")}, **kw})  # fmt: skip
+        stats = update(m, ref, trained, make_optimizer(params, c), params, c, 0, anchors=anchors)
         return m, stats
 
     same = copy.deepcopy(model).eval()
@@ -735,12 +743,40 @@ def test_anchors_carry_the_kl_term_alone_and_do_not_thin_the_policy_gradient(tok
         for p in moved.parameters():
             p.add_(0.02 * torch.randn_like(p))
     before = anchored_k3(model, moved, held)
-    (plain, _), (kept, stats) = step(moved, []), step(moved, [held])
+    (plain, plain_stats), (kept, stats) = step(moved, []), step(moved, [held])
+    # the gradient of the anchor's summed k3, by hand, over the trained tokens' count
+    probe = copy.deepcopy(model)
+    batch = collate([Sample(input_ids=held.input_ids, loss_mask=held.loss_mask)], 0)
+    with torch.no_grad():
+        ref_lp = token_logprobs(moved, batch)
+    d = ref_lp - token_logprobs(probe, batch)
+    ((torch.exp(d) - d - 1.0) * batch.loss_mask).sum().backward()
+    count = sum(sum(s.loss_mask) for s in trained)
+    grads, base = dict(probe.named_parameters()), dict(plain.named_parameters())
+    want = torch.cat([(-lr * beta * grads[name].grad / count).flatten() for name, _ in kept.named_parameters()])
+    got = torch.cat([(w.detach() - base[name].detach()).flatten() for name, w in kept.named_parameters()])
+    # float32 weights near 1 resolve a ~1e-5 step to ~1%: the whole step's relative error is what is pinned
+    assert float(want.norm()) > 0 and float((got - want).norm() / want.norm()) < 0.02
     assert before > 1e-3 and stats["kl_ties"] == pytest.approx(before, rel=1e-3)
-    assert anchored_k3(kept, moved, held) < anchored_k3(plain, moved, held) - 1e-4 * before
+    for key in ("loss", "kl", "clip_frac", "logprob_gap"):  # the trained trials' own figures
+        assert stats[key] == pytest.approx(plain_stats[key], rel=1e-5, abs=1e-9), key
+    _, twice = step(moved, [held], updates=2)  # a mean over the updates, not their sum
+    assert twice["kl_ties"] == pytest.approx(before, rel=0.1)
     with pytest.raises(GRPOError) as info:
         step(None, [held])
     assert info.value.kind == "invalid_option" and "reference" in str(info.value)
+
+
+def test_anchors_are_the_first_sampled_trials_of_each_group_left_out():
+    def trial(group: str, number: int, **meta: Any) -> Sample:
+        return Sample(input_ids=[1, 2, 3], loss_mask=[0, 1, 1] if meta.pop("learnt", True) else [0, 0, 0],
+                      group=group, meta={"trial": number, **meta})  # fmt: skip
+
+    samples = [trial("a", 0), trial("b", 0, rendered=True), trial("b", 1, learnt=False), trial("b", 2),
+               trial("c", 0), trial("b", 3), trial("b", 4), trial("a", 1)]  # fmt: skip
+    picked = [(s.group, s.meta["trial"]) for s in anchors_of(samples, {"a"}, 2)]
+    assert picked == [("b", 2), ("c", 0), ("b", 3)]
+    assert anchors_of(samples, {"a"}, 0) == [] and anchors_of(samples, {"a", "b", "c"}, 5) == []
 
 
 def test_a_run_anchors_the_first_trials_of_each_tied_group_and_a_resume_must_keep_it(tokenizer, world, tasks,
@@ -775,6 +811,11 @@ def test_a_run_anchors_the_first_trials_of_each_tied_group_and_a_resume_must_kee
     assert step.anchored == line["anchored"] == 2 and step.kl_ties == line["kl_ties"] == pytest.approx(0.0, abs=1e-6)
     step, line = runs[0]
     assert step.anchored == line["anchored"] == 0 and step.kl_ties is None and line["kl_ties"] is None
+    tied: list[Any] = []  # every group tied: no update, so nothing was anchored either
+    train_grpo(tiny_model(tokenizer), tokenizer, world, many,
+               config(tmp_path / "tied", steps=1, tasks_per_step=4, kl_coef=0.5, kl_ties=1, save_trials=False),
+               scorer=Recorder(lambda t: 0.0), on_step=tied.append)  # fmt: skip
+    assert not tied[0].updated and tied[0].anchored == 0 and tied[0].kl_ties is None
     with pytest.raises(GRPOError) as info:
         train_grpo(tiny_model(tokenizer), tokenizer, world, many,
                    config(tmp_path / "ties1", steps=2, tasks_per_step=4, kl_coef=0.5, kl_ties=2, resume=True),

@@ -65,8 +65,8 @@ training trials on the right tool at step 1, 7 of 24 at step 4) while the KL the
 (docs/benchmarks.md). The first ``kl_ties`` trials of each left-out group join the update with advantage 0: they
 add ``kl_coef`` times their k3 to the reference, summed over their tokens and divided by the trained tokens'
 count, so an anchored token weighs what a trained token's KL weighs and the policy gradient is not thinned by them.
-Plain GRPO keeps tied groups in its batch and anchors them so by construction; dynamic sampling drops them from the
-KL along with the gradient.
+A tied group has no advantage, so every update here leaves it out, and its KL with it (with or without dynamic
+sampling); an implementation that keeps tied groups in its batch holds them with its KL by construction.
 Trials that ended on an infra error are not scored and take no part in their group.
 
 The model stays in eval mode throughout: dropout would make ``pi`` and ``pi_old`` different functions of the
@@ -385,6 +385,8 @@ class GRPOStep:
     ``reward`` and ``pass1`` are over the scored trials of the step (before the update). ``kl``, ``clip_frac``,
     ``logprob_gap`` (mean |trainer - sampler| logprob of the sampled tokens, before the update) and ``loss`` are
     token means over the groups that were trained on, None when the step made no update (``updated`` False).
+    ``loss`` is the objective on them alone; the anchors' KL (``kl_ties``) is added to what the update descends, and
+    ``grad_norm`` is the norm of that whole gradient.
     ``tokens`` counts the sampled tokens of the step; ``tokens_per_s`` is that over the whole step's ``seconds``.
     ``reward``, ``pass1``, ``trials`` and ``tokens`` are the policy's own trials: a guide's are counted in ``guided``.
     """
@@ -725,7 +727,9 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
         # pi_old: the trainer before any update of this step, fixed for all of them. With one update policy_loss
         # takes the current logprobs detached, which are exactly that, and the extra forward pass is saved.
         t = config.temperature
-        olds = [token_logprobs(model, b, temperature=t) for b in micro] if config.updates > 1 else none
+        # an anchor has no advantage to weigh by a ratio: it takes none (ratio 1), and costs no forward pass here
+        olds = [token_logprobs(model, b, temperature=t) if k != "anchor" else None
+                for b, k in zip(micro, kinds, strict=True)] if config.updates > 1 else none  # fmt: skip
         refs = [token_logprobs(ref_model, b, temperature=t) for b in micro] if ref_model is not None else none
     sums: dict[str, float] = defaultdict(float)
     with layer_checkpointing(model, config.gradient_checkpointing), autocast():
