@@ -253,7 +253,7 @@ class GRPOConfig:
     tis_cap: float | None = 2.0
     kl_coef: float = 0.0
     #: Trials of each group the update leaves out (its rewards tie, or ``balance`` dropped it) that still carry the
-    #: KL term, with no advantage (0: none; needs ``kl_coef``): see the module docstring, "anchors".
+    #: KL term, with no advantage (0: none; needs ``kl_coef``): why, in the module docstring's ``kl_ties`` paragraph.
     kl_ties: int = 0
     advantage: str = "grpo"
     #: Scale of negative advantages (:func:`~toolworld.train.advantages.weigh_negatives`): 1 the plain gradient,
