@@ -211,7 +211,8 @@ class Bench:
         from toolworld.train.sft import load_model
 
         if self.model is None or folder is not None:
-            self.model, self.tokenizer, path = load_model(str(folder) if folder else "smollm2", device=self.args.device)
+            self.model, self.tokenizer, path = load_model(str(folder) if folder else "smollm2", device=self.args.device,
+                                                              split_attention=self.args.split_attention)  # fmt: skip
             if folder is None:
                 self.base_gguf = path
         if self.base_gguf is None:
@@ -619,6 +620,10 @@ def main() -> None:
     p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                    help="bf16 autocast in SFT's, RFT's and GRPO's updates (default: where --device has bf16 "
                         "instructions; elsewhere PyTorch emulates bf16, many times slower than float32).")
+    p.add_argument("--split-attention", action=argparse.BooleanOptionalAction, default=True,
+                   help="In the updates, a conversation continued after the step's shared prompt attends to the "
+                        "prompt's keys and its own in two unmasked kernel calls on a CPU (toolworld.train.attention; "
+                        "the same values); --no-split-attention runs transformers' SDPA throughout.")
     p.add_argument("--sft-lr", type=float, default=1e-4)
     p.add_argument("--sft-epochs", type=int, default=2)
     p.add_argument("--explain-picks", action="store_true",

@@ -12,7 +12,10 @@ Variants, alternated within one run so a noisy shared machine slows them alike:
   explicit masks force them to build (quadratic in the row, ~2.4 GB per layer for an 8k-token row);
 - ``unpacked_bf16``: that, with the forward pass under bfloat16 autocast (``--bf16``); its loss differs a little;
 - ``unpacked_kv`` / ``unpacked_kv_bf16``: those, with the prompt the step's conversations share run once and
-  continued through the KV cache (``toolworld.train.prefix.SharedPrefix``, what ``--no-packing`` trains with).
+  continued through the KV cache (``toolworld.train.prefix.SharedPrefix``, what ``--no-packing`` trains with);
+- ``unpacked_kv_split`` / ``unpacked_kv_split_bf16``: those, with the continuation's attention split into an
+  unmasked part over the prompt's keys and a causal one over its own (``toolworld.train.attention``, what
+  ``load_model`` sets up); every other variant runs transformers' own SDPA.
 
 ``--variants`` picks some; ``--gradient-checkpointing`` recomputes layers in the backward pass of the packed ones
 (what long packed rows need to fit in memory; one sample with a causal mask fits without).
@@ -40,12 +43,14 @@ import torch
 
 from toolworld.tasks.generate import generate
 from toolworld.tasks.model import write_jsonl
+from toolworld.train.attention import use_split_attention
 from toolworld.train.data import Batch, Sample, collate, pack, truncate
 from toolworld.train.logprobs import token_logprobs
 from toolworld.train.prefix import SharedPrefix
 from toolworld.train.sft import layer_checkpointing, load_model, sft_samples
 
-VARIANTS = ("baseline", "loss_positions", "shared_prefix", "unpacked", "unpacked_bf16", "unpacked_kv", "unpacked_kv_bf16")
+VARIANTS = ("baseline", "loss_positions", "shared_prefix", "unpacked", "unpacked_bf16", "unpacked_kv", "unpacked_kv_bf16",
+            "unpacked_kv_split", "unpacked_kv_split_bf16")
 
 
 def batches_for(samples: list[Sample], variant: str, batch_tokens: int, pad: int) -> list[Batch]:
@@ -75,6 +80,10 @@ def step(model: Any, optimizer: Any, params: list[Any], batches: list[Batch], va
     optimizer.zero_grad(set_to_none=True)
     loss_sum = 0.0
     bf16 = variant.endswith("_bf16")
+    if "_split" not in variant:
+        model.set_attn_implementation("sdpa")
+    elif not use_split_attention(model):
+        raise SystemExit(f"{variant}: this model or transformers cannot run the split attention")
     moved = [b.to(first.device, dtype=first.dtype) for b in batches]
     with torch.autocast(first.device.type, dtype=torch.bfloat16, enabled=bf16):
         prefix = SharedPrefix(model, moved, enabled="_kv" in variant, min_tokens=1)
@@ -123,7 +132,7 @@ def main() -> None:
         parser.error(f"--variants takes some of {', '.join(VARIANTS)}")
     torch.manual_seed(0)
 
-    model, tokenizer, _ = load_model("smollm2")
+    model, tokenizer, _ = load_model("smollm2", split_attention=False)  # each variant picks its attention
     if args.lora:
         from toolworld.train.lora import wrap_lora
 

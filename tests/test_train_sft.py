@@ -240,6 +240,43 @@ def test_cli_trains_from_a_task_file(gold, tiny_dir, tmp_path):
     assert error_of(again)["type"] == "output_exists"
 
 
+def test_cli_split_attention_trains_the_weights_plain_sdpa_does(gold, tiny_dir, tmp_path, monkeypatch):
+    """Unpacked, the three gold conversations share their system prompt; by default each continuation's attention
+    runs split (toolworld.train.attention), with --no-split-attention as transformers' SDPA: the same update."""
+    from safetensors.torch import load_file
+
+    from toolworld.train import attention
+
+    calls = []
+    real = attention.split_attention
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[0].shape[2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(attention, "split_attention", counted)
+    weights, logs = {}, {}
+    for flag in ("--split-attention", "--no-split-attention"):
+        calls.clear()
+        out = tmp_path / flag
+        res = invoke("train", "sft", gold["run"], "--model", tiny_dir, "--out", out, "--max-steps", "1", "--max-len",
+                     "5200", "--lr", "1e-3", "--no-packing", "--grad-accum", "3", "--json", flag)  # fmt: skip
+        assert res.exit_code == 0, res.output
+        weights[flag] = load_file(out / "final" / "model.safetensors")
+        logs[flag] = json.loads((out / "train.jsonl").read_text().splitlines()[0])
+        if flag == "--split-attention":
+            assert len(calls) == 3 * 2  # each conversation after the shared prompt, in both layers
+        else:
+            assert not calls
+    split, plain = logs.values()
+    assert split["loss"] == pytest.approx(plain["loss"], rel=1e-5)
+    assert split["grad_norm"] == pytest.approx(plain["grad_norm"], rel=1e-4)
+    start = load_file(tiny_dir / "model.safetensors")
+    moved = torch.cat([(w - start[k]).flatten() for k, w in weights["--no-split-attention"].items()])
+    apart = torch.cat([(w - weights["--no-split-attention"][k]).flatten() for k, w in weights["--split-attention"].items()])
+    assert float(moved.norm()) > 0 and float(apart.norm()) < 1e-2 * float(moved.norm())
+
+
 def test_cli_errors_are_structured(gold, tiny_dir, tmp_path):
     cases = [
         (("train", "sft", tmp_path, "--model", tiny_dir, "--out", tmp_path / "o1"), "not_a_run"),

@@ -62,6 +62,10 @@ PackingOpt = Annotated[bool, typer.Option("--packing/--no-packing", help="Pack s
 Bf16Opt = Annotated[bool, typer.Option("--bf16", help="Forward pass under bfloat16 autocast (weights stay float32): "
     "~1.5x faster where the CPU or GPU has bf16 instructions; where it has none (AVX2 only) PyTorch "
     "emulates bf16, many times slower than float32, and a warning says so.")]
+SplitAttentionOpt = Annotated[bool, typer.Option("--split-attention/--no-split-attention", help="On a CPU, run the "
+    "attention of a conversation continued after the step's shared prompt (--no-packing) as two unmasked kernel "
+    "calls, the prompt's keys and its own, instead of one masked call: the same values and gradients, about a "
+    "quarter less time per step. --no-split-attention runs transformers' own SDPA throughout.")]
 ToolPromptOpt = Annotated[str | None, typer.Option("--tool-prompt", help="How the tools are stated in the prompt: "
     "auto (the chat template's own tool block, else JSON schemas in the system message), json, or compact (one "
     "signature per tool; a few times fewer tokens). Default: what the model says of itself (compact for smollm2 "
@@ -102,6 +106,7 @@ def sft(
     gradient_checkpointing: CheckpointingOpt = False,
     packing: PackingOpt = True,
     bf16: Bf16Opt = False,
+    split_attention: SplitAttentionOpt = True,
     trl: Annotated[bool, typer.Option("--trl", help="Train with TRL's SFTTrainer on the same data instead of the "
                                       "built-in loop.")] = False,
     as_json: JsonOpt = False,
@@ -139,7 +144,8 @@ def sft(
     try:
         result = _train(source, model, config, device=device, include_failed=include_failed, trl=trl,
                         gold_out=out / GOLD_RUN_DIR, quiet=as_json, tool_prompt=tool_prompt,
-                        gold_policy="gold:explain=1" if explain_picks else "gold")  # fmt: skip
+                        gold_policy="gold:explain=1" if explain_picks else "gold",
+                        split_attention=split_attention)  # fmt: skip
     except ToolworldError as exc:
         fail_with(exc, ctx)
     summary = {"steps": result.steps, "total_steps": result.total_steps, "resumed_from": result.resumed_from,
@@ -163,7 +169,8 @@ def sft(
 
 
 def _train(source: Path, model_spec: str, config: SFTConfig, *, device: str, include_failed: bool, trl: bool,
-           gold_out: Path, quiet: bool, tool_prompt: str | None, gold_policy: str = "gold") -> SFTResult:  # fmt: skip
+           gold_out: Path, quiet: bool, tool_prompt: str | None, gold_policy: str = "gold",
+           split_attention: bool = True) -> SFTResult:  # fmt: skip
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -173,16 +180,9 @@ def _train(source: Path, model_spec: str, config: SFTConfig, *, device: str, inc
         TimeRemainingColumn,
     )
 
-    from ..train.sft import SFTError, StepLog, load_model, sft_samples, train_sft, train_sft_trl
+    from ..train.sft import SFTError, StepLog, sft_samples, train_sft, train_sft_trl
 
-    try:  # transformers' own bars (loading, writing shards) would interleave with this command's progress bar
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-    except ImportError:  # load_model says what to install
-        pass
-    with err_console.status(f"loading {model_spec}", spinner="dots") if not quiet else contextlib.nullcontext():
-        model, tokenizer, path = load_model(model_spec, device=device)
+    model, tokenizer, path = _load_for_training(model_spec, device, quiet, split_attention=split_attention)
     config.tool_prompt = _tool_prompt(tool_prompt, path, SFTError, out=config.out, resume=config.resume)
     with err_console.status(f"rendering training data from {source}", spinner="dots") if not quiet else contextlib.nullcontext():
         samples = sft_samples(source, tokenizer, include_failed=include_failed, gold_out=gold_out,
@@ -240,7 +240,8 @@ def _tool_prompt(given: str | None, model_path: Path, error: type[ToolworldError
     return value
 
 
-def _load_for_training(model_spec: str, device: str, quiet: bool) -> tuple[Any, Any, Path]:
+def _load_for_training(model_spec: str, device: str, quiet: bool, *,
+                       split_attention: bool = True) -> tuple[Any, Any, Path]:  # fmt: skip
     from ..train.sft import load_model
 
     try:  # transformers' own bars (loading, writing shards) would interleave with this command's progress bar
@@ -250,7 +251,7 @@ def _load_for_training(model_spec: str, device: str, quiet: bool) -> tuple[Any, 
     except ImportError:  # load_model says what to install
         pass
     with err_console.status(f"loading {model_spec}", spinner="dots") if not quiet else contextlib.nullcontext():
-        model, tokenizer, path = load_model(model_spec, device=device)
+        model, tokenizer, path = load_model(model_spec, device=device, split_attention=split_attention)
     return model, tokenizer, path
 
 
@@ -366,6 +367,7 @@ def grpo(
     gradient_checkpointing: CheckpointingOpt = False,
     packing: PackingOpt = True,
     bf16: Bf16Opt = False,
+    split_attention: SplitAttentionOpt = True,
     save_trials: Annotated[bool, typer.Option("--save-trials/--no-save-trials", help="Write every scored trial "
                                               "(messages, reward, failed components) to OUT/trials.jsonl.")] = True,
     eval_tasks: Annotated[Path | None, typer.Option("--eval-tasks", help="A task file of held-out tasks (none of "
@@ -424,7 +426,8 @@ def grpo(
     world, task_list = _task_file(tasks)
     held = _task_file(eval_tasks)[1] if eval_tasks is not None else None
     try:
-        trained, tokenizer, path = _load_for_training(model, device, as_json)
+        trained, tokenizer, path = _load_for_training(model, device, as_json,
+                                                       split_attention=split_attention)
         config.tool_prompt = _tool_prompt(tool_prompt, path, GRPOError, out=config.out, resume=config.resume)
         kept = sft_samples(sft_source, tokenizer, gold_out=out / "sft-gold", max_len=max_len,
                            tool_prompt=config.tool_prompt, gold_policy=sft_gold) if sft_source is not None else None
@@ -505,6 +508,7 @@ def rft(
     gradient_checkpointing: CheckpointingOpt = False,
     packing: PackingOpt = True,
     bf16: Bf16Opt = False,
+    split_attention: SplitAttentionOpt = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Rejection fine-tuning: the model plays each task --k times and is fine-tuned on its own passed trials.
@@ -528,7 +532,8 @@ def rft(
         fail("invalid_option", f"--out {out} is a file; give a folder")
     world, task_list = _task_file(tasks)
     try:
-        trained, tokenizer, path = _load_for_training(model, device, as_json)
+        trained, tokenizer, path = _load_for_training(model, device, as_json,
+                                                       split_attention=split_attention)
         config.tool_prompt = _tool_prompt(tool_prompt, path, SFTError, out=config.out, resume=config.resume)
         with _progress(as_json) as progress:
             bar = progress.add_task(f"sampling {len(task_list)} tasks x {k}", total=None, extra="")
