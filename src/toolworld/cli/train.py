@@ -64,8 +64,8 @@ Bf16Opt = Annotated[bool, typer.Option("--bf16", help="Forward pass under bfloat
     "emulates bf16, many times slower than float32, and a warning says so.")]
 SplitAttentionOpt = Annotated[bool, typer.Option("--split-attention/--no-split-attention", help="On a CPU, run the "
     "attention of a conversation continued after the step's shared prompt (--no-packing) as two unmasked kernel "
-    "calls, the prompt's keys and its own, instead of one masked call: the same values and gradients, about a "
-    "quarter less time per step. --no-split-attention runs transformers' own SDPA throughout.")]
+    "calls, the prompt's keys and its own, instead of one masked call: the same values and gradients, ~1.3x faster "
+    "steps on conversations of 5-6k tokens, a few percent on 3k. --no-split-attention runs transformers' SDPA.")]
 ToolPromptOpt = Annotated[str | None, typer.Option("--tool-prompt", help="How the tools are stated in the prompt: "
     "auto (the chat template's own tool block, else JSON schemas in the system message), json, or compact (one "
     "signature per tool; a few times fewer tokens). Default: what the model says of itself (compact for smollm2 "
