@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from train_kit import smollm2_tokenizer, tiny_llama
+from train_kit import count_split_calls, smollm2_tokenizer, tiny_llama
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -111,14 +111,7 @@ class Module:
 def test_the_attention_function_splits_only_where_it_is_exact(case, split, monkeypatch):
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    calls = []
-    real = attention.split_attention
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(attention, "split_attention", counted)
+    calls = count_split_calls(monkeypatch)
     s, n = {"one_query": (1, 9), "no_past": (9, 9)}.get(case, (6, 15))
     g = torch.Generator().manual_seed(3)
     q = torch.randn(2, 4, s, 8, generator=g)
@@ -149,14 +142,7 @@ def tokenizer() -> Any:
 
 
 def test_a_model_switched_to_it_trains_a_shared_prefix_step_alike(tokenizer, monkeypatch):
-    calls = []
-    real = attention.split_attention
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args[0].shape[2])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(attention, "split_attention", counted)
+    calls = count_split_calls(monkeypatch)
     model = tiny_llama(tokenizer).eval()
     assert model.config._attn_implementation == "sdpa"
     micro = [collate([s], 0) for s in conversations(len(tokenizer))]

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from toolworld.cli import app
-from train_kit import smollm2_tokenizer, tiny_llama
+from train_kit import count_split_calls, smollm2_tokenizer, tiny_llama
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -245,16 +245,7 @@ def test_cli_split_attention_trains_the_weights_plain_sdpa_does(gold, tiny_dir, 
     runs split (toolworld.train.attention), with --no-split-attention as transformers' SDPA: the same update."""
     from safetensors.torch import load_file
 
-    from toolworld.train import attention
-
-    calls = []
-    real = attention.split_attention
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args[0].shape[2])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(attention, "split_attention", counted)
+    calls = count_split_calls(monkeypatch)
     weights, logs = {}, {}
     for flag in ("--split-attention", "--no-split-attention"):
         calls.clear()

@@ -30,3 +30,18 @@ def tiny_llama(tokenizer: Any, *, hidden: int = 64, heads: int = 4, kv_heads: in
                          num_hidden_layers=2, num_attention_heads=heads, num_key_value_heads=kv_heads,
                          max_position_embeddings=max_positions, tie_word_embeddings=tie)  # fmt: skip
     return LlamaForCausalLM(config)
+
+
+def count_split_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record the query length of every split attention call (``toolworld.train.attention``) from now on."""
+    from toolworld.train import attention
+
+    calls: list[int] = []
+    real = attention.split_attention
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[0].shape[2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(attention, "split_attention", counted)
+    return calls
