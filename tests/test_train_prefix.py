@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from train_kit import smollm2_tokenizer, tiny_llama
+from train_kit import count_split_calls, smollm2_tokenizer, tiny_llama
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from toolworld.train.attention import use_split_attention  # noqa: E402
 from toolworld.train.data import Sample, collate, pack  # noqa: E402
 from toolworld.train.losses import policy_loss, sft_loss  # noqa: E402
 from toolworld.train.prefix import SharedPrefix, shared_length  # noqa: E402
@@ -137,8 +138,9 @@ def test_sft_and_grpo_loops_train_alike_with_and_without_the_shared_prompt(token
     assert shared == [60, 60, 0, 0]  # two steps shared the prompt, two ran every conversation whole
     shared.clear()
 
-    def grpo(share: bool) -> Any:
+    def grpo(share: bool, split: bool = False) -> Any:
         model = tiny_llama(tokenizer).eval()
+        assert not split or use_split_attention(model)
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=1e-3)
         config = GRPOConfig(out=tmp_path / f"grpo-{share}", packing=False, share_prefix=share, updates=2,
@@ -149,6 +151,10 @@ def test_sft_and_grpo_loops_train_alike_with_and_without_the_shared_prompt(token
 
     same_weights(weights_after(lambda: grpo(True)), weights_after(lambda: grpo(False)), start)
     assert shared == [60, 60, 0, 0]  # recomputed for each of the two updates
+    # the same updates with each continuation's attention split in two (toolworld.train.attention)
+    calls = count_split_calls(monkeypatch)
+    same_weights(weights_after(lambda: grpo(True, split=True)), weights_after(lambda: grpo(False)), start)
+    assert len(calls) == 2 * 2 * len(samples)  # two layers, every conversation, each of the two updates
 
 
 def test_a_model_checkpointing_its_own_layers_trains_unshared_and_a_finished_prefix_cannot_be_reused(tokenizer,
