@@ -158,6 +158,18 @@ def test_a_model_switched_to_it_trains_a_shared_prefix_step_alike(tokenizer, mon
     assert g_split.keys() == g_whole.keys() and len(g_whole) > 10
     for name, g in g_whole.items():
         assert float((g_split[name] - g).norm()) <= 1e-4 * float(g.norm()), name
+    # a sampling engine reads a turn after kept keys under inference mode, whose mask has no version counter
+    calls.clear()
+    ids = torch.tensor([micro[0].input_ids[0].tolist()])
+    with torch.inference_mode():
+        kept = model(ids[:, :50], use_cache=True).past_key_values
+        sampled = model(ids[:, 50:], past_key_values=kept).logits
+        assert not end_causal(torch.ones(1, 1, 4, 10, dtype=torch.bool), 4, 10)
+        assert end_causal(end_mask(4, 10), 4, 10)
+    assert calls == [ids.shape[1] - 50] * 2
+    with torch.no_grad():
+        whole = model(ids).logits[:, 50:]
+    assert float((sampled - whole).abs().max()) < 1e-4
     # decoding and a first forward are plain SDPA, with the same logits
     calls.clear()
     ids = torch.tensor([micro[0].input_ids[0, :30].tolist()])
@@ -211,3 +223,24 @@ def test_lora_wrapped_models_take_it(tokenizer):
     model = wrap_lora(tiny_llama(tokenizer), r=4, alpha=8)
     assert use_split_attention(model)
     assert model.get_base_model().config._attn_implementation == SPLIT_SDPA
+
+
+def test_a_sampling_engine_over_a_switched_model_samples_what_sdpa_samples(tokenizer, monkeypatch):
+    """The hf engine reads a turn after the keys it kept, under inference mode: split there, the same tokens."""
+    from toolworld.rollout.engines.hf import HFEngine
+
+    calls = count_split_calls(monkeypatch)
+    prompt = tokenizer.encode("The customer asks to cancel order W123 and wants a refund to the card on file.")
+    longer = [*prompt, *tokenizer.encode(" Thanks, and the other order W456 too, please.")]
+    kw: dict[str, Any] = {"max_tokens": 8, "temperature": 1.0, "stop_ids": [], "seed": 3}
+    runs = []
+    for split in (True, False):
+        model = tiny_llama(tokenizer).eval()
+        if split:
+            assert use_split_attention(model)
+        engine = HFEngine(model=model, tokenizer=tokenizer, device="cpu", prefix_cache=True)
+        runs.append((engine.generate_sync(prompt, **kw), engine.generate_sync(longer, **kw)))
+    assert calls == [len(longer) - len(prompt)] * 2  # the second turn's new ids after the kept prompt, both layers
+    (a1, a2), (b1, b2) = runs
+    assert a1.ids == b1.ids and a2.ids == b2.ids
+    assert a2.logprobs == pytest.approx(b2.logprobs, abs=1e-4)

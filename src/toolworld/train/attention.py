@@ -89,17 +89,20 @@ def end_causal(mask: torch.Tensor | None, s: int, n: int) -> bool:
     exactly keys ``0 .. N − S + i`` in every row.
 
     A model's layers share one mask tensor, so the verdict is kept for that tensor (held weakly, with its version
-    counter, so that neither a new mask at a freed one's address nor one written in place can reuse it).
+    counter, so that neither a new mask at a freed one's address nor one written in place can reuse it). A tensor
+    made under ``torch.inference_mode`` (a sampling engine's) has no version counter, so it is judged every time.
     """
     global _verdict
     if mask is None or mask.dim() != 4 or mask.shape[-2:] != (s, n):
         return False
-    if _verdict is not None and _verdict[0]() is mask and _verdict[1] == mask._version:
+    version = None if mask.is_inference() else mask._version
+    if version is not None and _verdict is not None and _verdict[0]() is mask and _verdict[1] == version:
         return _verdict[2]
     allowed = mask if mask.dtype == torch.bool else mask == 0
     expected = torch.ones(s, n, dtype=torch.bool, device=mask.device).tril(n - s)
     ok = bool(torch.equal(allowed, expected.expand_as(allowed)))
-    _verdict = (weakref.ref(mask), mask._version, ok)
+    if version is not None:
+        _verdict = (weakref.ref(mask), version, ok)
     return ok
 
 
