@@ -8,14 +8,13 @@ from typing import Any
 
 import pytest
 
-from train_kit import count_split_calls, smollm2_tokenizer, tiny_llama
+from train_kit import conversations, count_split_calls, prefix_step, smollm2_tokenizer, tiny_llama
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from torch.nn.functional import scaled_dot_product_attention as sdpa  # noqa: E402
 
-from test_train_prefix import conversations, step  # noqa: E402
 from toolworld.train import attention  # noqa: E402
 from toolworld.train.attention import SPLIT_SDPA, end_causal, split_attention, use_split_attention  # noqa: E402
 from toolworld.train.data import collate  # noqa: E402
@@ -146,11 +145,11 @@ def test_a_model_switched_to_it_trains_a_shared_prefix_step_alike(tokenizer, mon
     model = tiny_llama(tokenizer).eval()
     assert model.config._attn_implementation == "sdpa"
     micro = [collate([s], 0) for s in conversations(len(tokenizer))]
-    whole, g_whole = step(model, micro, sft_loss, share=True)
+    whole, g_whole = prefix_step(model, micro, sft_loss, share=True)
     assert not calls
     assert use_split_attention(model) and model.config._attn_implementation == SPLIT_SDPA
     assert use_split_attention(model)  # asking again keeps it
-    split, g_split = step(model, micro, sft_loss, share=True)
+    split, g_split = prefix_step(model, micro, sft_loss, share=True)
     # every continuation ran split in both layers: 3 conversations after a 60-token prompt
     assert sorted(set(calls)) == sorted(len(s) - 60 for s in conversations(len(tokenizer))) and len(calls) == 6
     assert SharedPrefix(model, micro, min_tokens=1).length == 60
@@ -189,9 +188,9 @@ def test_under_bf16_autocast_it_runs_as_sdpa_does(tokenizer):
     model = tiny_llama(tokenizer).eval()
     micro = [collate([s], 0) for s in conversations(len(tokenizer))]
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        plain, g_plain = step(model, micro, sft_loss, share=True)
+        plain, g_plain = prefix_step(model, micro, sft_loss, share=True)
         assert use_split_attention(model)
-        split, g_split = step(model, micro, sft_loss, share=True)
+        split, g_split = prefix_step(model, micro, sft_loss, share=True)
     assert split == pytest.approx(plain, rel=1e-3)
     for name, g in g_plain.items():
         assert float((g_split[name] - g).norm()) <= 0.03 * float(g.norm()), name

@@ -3,12 +3,11 @@ conversation whole, with a tiny random Llama around SmolLM2's real tokenizer."""
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import pytest
 
-from train_kit import count_split_calls, smollm2_tokenizer, tiny_llama
+from train_kit import conversations, count_split_calls, grads, prefix_step, smollm2_tokenizer, tiny_llama
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -24,36 +23,6 @@ def tokenizer() -> Any:
     return smollm2_tokenizer()
 
 
-def conversations(vocab: int, *, prefix: int = 60, n: int = 3, seed: int = 0) -> list[Sample]:
-    """``n`` samples opening with the same ``prefix`` unlearnt tokens, then their own turns, some learnt."""
-    rng = random.Random(seed)
-    head = [rng.randrange(vocab) for _ in range(prefix)]
-    out = []
-    for k in range(n):
-        own = [rng.randrange(vocab) for _ in range(20 + 7 * k)]
-        mask = [0] * prefix + [0] * 5 + [1] * (len(own) - 5)
-        logprobs = [(-0.5 - 0.1 * k) if m else 0.0 for m in mask]
-        out.append(Sample(input_ids=head + own, loss_mask=mask, logprobs=logprobs, advantage=(-1.0) ** k,
-                          group="g"))  # fmt: skip
-    return out
-
-
-def grads(model: Any) -> dict[str, Any]:
-    return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
-
-
-def step(model: Any, micro: list[Any], loss_of: Any, *, share: bool) -> tuple[float, dict[str, Any]]:
-    model.zero_grad(set_to_none=True)
-    prefix = SharedPrefix(model, micro, enabled=share, min_tokens=1)
-    total = 0.0
-    for batch in prefix.batches:
-        loss = loss_of(model, batch)
-        loss.backward()
-        total += float(loss.detach())
-    prefix.backward()
-    return total, grads(model)
-
-
 @pytest.mark.parametrize("kind", ["sft", "policy"])
 def test_a_shared_prefix_gives_the_losses_and_gradients_of_whole_conversations(tokenizer, kind):
     model = tiny_llama(tokenizer).eval()
@@ -63,8 +32,8 @@ def test_a_shared_prefix_gives_the_losses_and_gradients_of_whole_conversations(t
     def loss_of(m: Any, b: Any) -> Any:
         return sft_loss(m, b) if kind == "sft" else policy_loss(m, b)[0]
 
-    whole, g_whole = step(model, micro, loss_of, share=False)
-    shared, g_shared = step(model, micro, loss_of, share=True)
+    whole, g_whole = prefix_step(model, micro, loss_of, share=False)
+    shared, g_shared = prefix_step(model, micro, loss_of, share=True)
     assert SharedPrefix(model, micro, min_tokens=1).length == 60  # where the conversations part
     assert shared == pytest.approx(whole, rel=1e-5, abs=1e-6)
     assert g_shared.keys() == g_whole.keys() and len(g_whole) > 10

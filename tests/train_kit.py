@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -45,3 +46,39 @@ def count_split_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(attention, "split_attention", counted)
     return calls
+
+
+def conversations(vocab: int, *, prefix: int = 60, n: int = 3, seed: int = 0) -> list[Any]:
+    """``n`` samples opening with the same ``prefix`` unlearnt tokens, then their own turns, some learnt."""
+    from toolworld.train.data import Sample
+
+    rng = random.Random(seed)
+    head = [rng.randrange(vocab) for _ in range(prefix)]
+    out = []
+    for k in range(n):
+        own = [rng.randrange(vocab) for _ in range(20 + 7 * k)]
+        mask = [0] * prefix + [0] * 5 + [1] * (len(own) - 5)
+        logprobs = [(-0.5 - 0.1 * k) if m else 0.0 for m in mask]
+        out.append(Sample(input_ids=head + own, loss_mask=mask, logprobs=logprobs, advantage=(-1.0) ** k,
+                          group="g"))  # fmt: skip
+    return out
+
+
+def prefix_step(model: Any, micro: list[Any], loss_of: Any, *, share: bool) -> tuple[float, dict[str, Any]]:
+    """One step's summed loss and the gradients it leaves, with the step's shared prompt run once or not."""
+    from toolworld.train.prefix import SharedPrefix
+
+    model.zero_grad(set_to_none=True)
+    prefix = SharedPrefix(model, micro, enabled=share, min_tokens=1)
+    total = 0.0
+    for batch in prefix.batches:
+        loss = loss_of(model, batch)
+        loss.backward()
+        total += float(loss.detach())
+    prefix.backward()
+    return total, grads(model)
+
+
+def grads(model: Any) -> dict[str, Any]:
+    """A copy of every gradient the model holds, by parameter name."""
+    return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
