@@ -4,9 +4,9 @@ A conversation trained after a shared prefix (:class:`toolworld.train.prefix.Sha
 tokens against ``P + S`` keys: all ``P`` of the prefix, and its own under a causal mask aligned to the end (query
 ``i`` sees keys ``0 .. P + i``). PyTorch's CPU flash kernel aligns ``is_causal`` to the start, so transformers hands
 SDPA that pattern as an explicit mask, and a masked kernel computes every block, the ``S² / 2`` scores the mask
-then throws away included. For a retail conversation (``P`` ≈ 2.1k, ``S`` ≈ 2.4–4k) that is a quarter to a third
-of the attention, and attention is most of a training step: SmolLM2-135M has 30 layers of width 576, so at a 4.5k
-context a token's attention costs more than its matrix products.
+then throws away included. After a retail prompt (``P`` ≈ 2.1k) that is up to a third of the attention for a
+conversation's own 2.4–4k tokens, and a tenth for the few hundred of a short info task; and attention is about
+half of a training step at these lengths (SmolLM2-135M has 30 layers of width 576).
 
 :func:`split_attention` computes the same attention as two kernel calls without a mask: the queries against the
 prefix's keys (every query sees all of them), and against their own keys with ``is_causal`` (square, so the
