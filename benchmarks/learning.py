@@ -474,7 +474,8 @@ class Bench:
                             steps=a.grpo_steps, lr=a.grpo_lr, optimizer=a.grpo_optimizer, max_tokens=a.max_tokens,
                             max_len=a.max_len,
                             updates=a.grpo_updates, min_groups=a.grpo_min_groups, max_draws=a.grpo_max_draws,
-                            balance=a.grpo_balance, guide=a.grpo_guide or "", sft_coef=a.grpo_sft,
+                            balance=a.grpo_balance, guide=a.grpo_guide or "", branch=a.grpo_branch or "",
+                            sft_coef=a.grpo_sft,
                             advantage=a.grpo_advantage, kl_coef=a.grpo_kl, kl_ties=a.grpo_kl_ties,
                             neg_weight=a.grpo_neg_weight,
                             overlong_penalty=a.grpo_overlong_penalty,
@@ -655,6 +656,10 @@ def main() -> None:
     p.add_argument("--grpo-guide", default=None, metavar="SPEC",
                    help="Off-policy guidance: this policy's passing trial joins each group whose trials all failed, "
                         "with reward 1 (gold, or gold:explain=1 after --explain-picks: the conversations SFT learnt).")
+    p.add_argument("--grpo-branch", default=None, metavar="SPEC",
+                   help="Start each group's trials after this policy's first k turns of the task (k drawn per task "
+                        "and step; gold:explain=1 after --explain-picks), so trials meet the late decisions "
+                        "directly; see `toolworld train grpo --branch`.")
     p.add_argument("--grpo-eval-every", type=int, default=0,
                    help="Evaluate GRPO's policy on the held-out tasks after every K-th step, as the stages are "
                         "(--eval-trials at --eval-temperature): the curve shows each (0: only the stage's end).")

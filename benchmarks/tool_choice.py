@@ -12,7 +12,8 @@ pass rate alone hides which way a run leans; this counts, per run and per asked 
 made among the run's target tools (``right``, another target, or ``none``), and how many of each passed. A run
 that trades one lean for the other shows as the off-diagonal counts swapping while ``right`` barely moves.
 A GRPO folder is counted per step from its ``trials.jsonl``: the trials the policy sampled at that step (a guide's
-trials and those lost to an infra error are left out), so a lean that an update sets going shows step by step,
+trials and those lost to an infra error are left out, and so are trials of a branched run whose lead already made a
+target call before the policy took over: the choice was not the policy's), so a lean that an update sets going shows step by step,
 before any evaluation. The last line is one JSON object with each run's counts.
 """
 
@@ -24,6 +25,12 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+
+def _lead_chose(messages: list[dict[str, Any]], lead_turns: int, targets: set[str]) -> bool:
+    """Whether a branch's lead (``train grpo --branch``) made a target call in its first ``lead_turns`` turns."""
+    said = [m for m in messages if m.get("role") == "assistant"][:lead_turns]
+    return any(call.get("function", {}).get("name") in targets for m in said for call in m.get("tool_calls") or [])
 
 
 def _counts(trials: Iterable[tuple[str, list[dict[str, Any]], bool]], asked: dict[str, str]) -> dict[str, Any]:
@@ -78,6 +85,7 @@ def training_choice(grpo_dir: Path, tasks_file: Path) -> dict[str, Any]:
     except OSError as e:
         raise ChoiceError(f"cannot read the task file {tasks_file}: {e.strerror or e}") from e
     asked = {t.id: ",".join(t.provenance.targets) for t in tasks}
+    targets = {name for joined in asked.values() for name in joined.split(",") if name}
     by_step: dict[int, list[tuple[str, list[dict[str, Any]], bool]]] = collections.defaultdict(list)
     with path.open(encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
@@ -92,7 +100,10 @@ def training_choice(grpo_dir: Path, tasks_file: Path) -> dict[str, Any]:
             if rec["task_id"] not in asked:
                 raise ChoiceError(f"{path} line {number}: task {rec['task_id']!r} is not in {tasks_file}: give the "
                                   "task file the run trained on")  # fmt: skip
-            by_step[int(rec["step"])].append((rec["task_id"], rec["trajectory"]["messages"], bool(rec["success"])))
+            messages = rec["trajectory"]["messages"]
+            if _lead_chose(messages, int(rec.get("lead_turns") or 0), targets):
+                continue
+            by_step[int(rec["step"])].append((rec["task_id"], messages, bool(rec["success"])))
     steps = [{"step": step, **_counts(trials, asked)} for step, trials in sorted(by_step.items())]
     return {"run": str(grpo_dir), "trials": sum(s["trials"] for s in steps), "right": sum(s["right"] for s in steps),
             "steps": steps}

@@ -60,7 +60,8 @@ def test_a_run_that_reads_the_details_for_every_request_shows_the_lean(bench, ru
 def test_a_grpo_folder_is_counted_step_by_step_from_the_policys_own_trials(bench, runs, tmp_path, monkeypatch,
                                                                            capsys):  # fmt: skip
     """A GRPO folder whose step 1 sampled gold's trials and step 2 the leaning policy's: the lean shows at step 2.
-    A guide's trial (gold, at step 2) and one lost to an infra error are not the policy's play and are left out,
+    A guide's trial (gold, at step 2), one lost to an infra error and one whose branch lead made the target call
+    are not the policy's play and are left out,
     and a last line cut mid-write is skipped; without the task file, or with another one, it is refused."""
     import json
     import sys
@@ -79,9 +80,11 @@ def test_a_grpo_folder_is_counted_step_by_step_from_the_policys_own_trials(bench
     gold, lean = records(runs["gold"], 1), records(runs["lean"], 2)
     guide = {**records(runs["gold"], 2)[0], "guide": True}
     lost = {**records(runs["idle"], 2)[0], "infra_error": True}
+    # a branched trial whose lead (train grpo --branch) made the target call itself: not the policy's choice
+    led = {**records(runs["gold"], 2)[0], "lead_turns": 99}
     folder = tmp_path / "grpo"
     folder.mkdir()
-    lines = [json.dumps(r) for r in [*gold, *lean, guide, lost]]
+    lines = [json.dumps(r) for r in [*gold, *lean, guide, lost, led]]
     (folder / "trials.jsonl").write_text("\n".join(lines) + "\n" + lines[0][: len(lines[0]) // 2])
     write_jsonl(tmp_path / "pool.jsonl", runs["tasks"])
 

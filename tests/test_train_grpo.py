@@ -24,6 +24,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from toolworld.core.seeds import derive_seed  # noqa: E402
+from toolworld.rollout.backends.gold import GoldPolicy  # noqa: E402
 from toolworld.rollout.engines.hf import HFEngine  # noqa: E402
 from toolworld.rollout.token_policy import TokenPolicy  # noqa: E402
 from toolworld.scoring.model import Score  # noqa: E402
@@ -34,10 +35,12 @@ from toolworld.train.advantages import turn_spans  # noqa: E402
 from toolworld.train.data import Sample, collate  # noqa: E402
 from toolworld.train.grpo import (  # noqa: E402
     REWARD_CONTROLS,
+    TRIALS_FILE,
     GRPOConfig,
     GRPOError,
     anchors_of,
     at_temperature,
+    branch_depths,
     guide_renderer,
     make_optimizer,
     penalize_overlong,
@@ -1273,6 +1276,19 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
     assert gui.exit_code == 0, gui.output
     step = json.loads((tmp_path / "o9" / "train.jsonl").read_text().splitlines()[0])
     assert (step["trials"], step["pass1"], step["guided"], step["groups"], step["updated"]) == (2, 0.0, 1, 1, True)
+    # a branch from the command line: the gold plays the task's first turns, the model the rest (0 turns: a task
+    # the gold plays in one turn or a depth of 0 drawn; either way every trial's lead_turns is the drawn depth)
+    br = runner.invoke(app, [*args[:6], str(tmp_path / "o-br"), *args[7:], "--branch", "gold"], catch_exceptions=False)
+    assert br.exit_code == 0, br.output
+    state = json.loads((tmp_path / "o-br" / "checkpoint-1" / "trainer_state.json").read_text())
+    assert state["config"]["branch"] == "gold"
+    depth = branch_depths(get_world("retail"), tasks[:1], GoldPolicy(), seed=0, step=0)[tasks[0].id]
+    trials = [json.loads(x) for x in (tmp_path / "o-br" / TRIALS_FILE).read_text().splitlines()]
+    assert [t["lead_turns"] for t in trials] == [depth, depth]
+    bad_branch = runner.invoke(app, [*args[:6], str(tmp_path / "o-br2"), *args[7:], "--branch", "gold:bogus=1"],
+                               catch_exceptions=False)  # fmt: skip
+    error = json.loads(bad_branch.output.strip().splitlines()[-1])["error"]
+    assert bad_branch.exit_code == 1 and error["type"] == "invalid_option" and "branch" in error["message"]
     # a supervised term from the command line: the task file's gold, played into OUT/sft-gold, in every update
     mix = runner.invoke(app, [*args[:6], str(tmp_path / "o11"), *args[7:], "--sft", str(task_file), "--sft-batch", "1",
                               "--guide", "gold", "--reward", "success"], catch_exceptions=False)  # the guide: an update

@@ -338,6 +338,13 @@ def grpo(
                                               "update has an alternative to raise against them (off-policy "
                                               "guidance): gold, gold:explain=1 (the conversations SFT learnt with "
                                               "--explain-picks), or a stronger model, openai:MODEL@URL.")] = None,
+    branch: Annotated[str | None, typer.Option("--branch", help="A policy SPEC (gold:explain=1) that plays each "
+                                               "task's first turns before the model takes over: per task and step "
+                                               "it plays the task once, and the group's trials start after its "
+                                               "first k turns, k drawn uniformly (0: from the start). Trials then "
+                                               "meet the late decisions (the pick, the answer) directly; the reward "
+                                               "is still the whole episode's, and the lead's turns carry no "
+                                               "gradient.")] = None,
     sft_source: Annotated[Path | None, typer.Option("--sft", help="Conversations to stay close to: a run folder (its "
                                                     "passed trials) or a task file (its gold, played by --sft-gold), "
                                                     "as `train sft` takes; each update adds --sft-coef times their "
@@ -409,7 +416,8 @@ def grpo(
                             kl_coef=kl, kl_ties=kl_ties, neg_weight=neg_weight, overlong_penalty=overlong_penalty,
                             advantage=advantage, reward=reward, reward_control=reward_control,
                             updates=updates, min_groups=min_groups,
-                            max_draws=max_draws, balance=balance, guide=guide or "", sft_coef=sft_coef,
+                            max_draws=max_draws, balance=balance, guide=guide or "", branch=branch or "",
+                            sft_coef=sft_coef,
                             sft_batch=sft_batch, max_tokens=max_tokens,
                             temperature=temperature, max_len=max_len, concurrency=concurrency, seed=seed,
                             save_every=save_every, keep_checkpoints=keep_checkpoints, resume=resume,

@@ -4,6 +4,7 @@ One step of :func:`train_grpo`::
 
     tasks  = pick_tasks(tasks, N, seed, step)                 # deterministic per (seed, step)
     trials = G episodes per task, sampled by the model itself  # HFEngine over the same weights, scripted user
+             (branch: the lead plays the task once, k ~ U{0..its turns - 1}; all G trials start after its k turns)
     r_i    = score_trajectory(task, trial_i).reward            # reward="success": 1 if it succeeded, else 0
              - overlong_penalty if a turn ran into max_tokens      # termination "max_tokens" (penalize_overlong)
              (reward_control="shuffle": r permuted within each group, the control run; see REWARD_CONTROLS)
@@ -57,6 +58,14 @@ further and left the date picks and the tool names worse than SFT's (docs/benchm
 make up a step's update by the luck of the draw. Neither makes a single update safe for a small policy: on
 SmolLM2-135M, six groups (balanced or not) moved the next step's tasks further from what they asked than three
 did (docs/benchmarks.md, "Dynamic sampling").
+``branch`` (a policy spec, e.g. ``gold:explain=1``) starts each group's trials part-way along a passing path: the lead
+plays the task's first k turns live and the policy plays on from there (``rollout/branch.py``, the reset
+distribution of learning from demonstrations). The decision a small policy gets wrong (the pick of a described
+order, the answer read off a tool result) then comes first in a trial instead of after turns it already plays
+well, the trials are shorter, and the group differs on that decision. The reward is the scorer's verdict on the whole
+episode; the lead's turns are prompt in the token buffer (mask 0) and carry no gradient. Depths are drawn per
+(seed, step, task), so a resumed run branches where an uninterrupted one would have; the held-out evaluations play
+every task from its start, as a user's episode does.
 ``kl_ties`` anchors what the update leaves out. A KL penalty on the trials of the trained groups holds only the
 behaviour those trials show, while a small policy generalises the update to requests of every kind; the groups left
 out are the ones the policy plays consistently (every trial passed, or all failed and no guide joined), and nothing
@@ -109,6 +118,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ToolworldError
 from ..core.seeds import derive_seed
+from ..rollout.branch import BranchPolicy
 from ..rollout.models import write_model_card
 from ..scoring.metrics import paired_gain, task_interval, wilson
 from ..scoring.verify import score_trajectory
@@ -140,7 +150,8 @@ if TYPE_CHECKING:
     from .data import Sample
 
 __all__ = ["ADVANTAGES", "OPTIMIZERS", "REWARDS", "REWARD_CONTROLS", "GRPOConfig", "GRPOError", "GRPOEval", "GRPOResult", "GRPOStep",
-           "Scorer", "advantaged", "anchors_of", "at_temperature", "estimator", "evaluate", "guide_renderer",
+           "Scorer", "advantaged", "anchors_of", "at_temperature", "branch_depths",
+           "estimator", "evaluate", "guide_renderer",
            "guide_trials", "make_optimizer", "penalize_overlong", "pick_tasks", "rollouts", "samples_from_trajectories", "success_only", "target_of",
            "train_grpo", "trial_record", "update"]  # fmt: skip
 
@@ -159,12 +170,12 @@ Scorer = Callable[["Task", "Trajectory"], "Score"]
 _RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "reward", "lr", "clip", "tis_cap", "kl_coef", "updates",
                 "max_tokens", "temperature", "max_len", "optimizer", "min_groups", "max_draws", "balance", "guide",
                 "sft_coef", "sft_batch", "reward_control", "lora", "lora_r", "lora_alpha", "neg_weight",
-                "overlong_penalty", "kl_ties")  # fmt: skip
+                "overlong_penalty", "kl_ties", "branch")  # fmt: skip
 #: What a checkpoint written before a key was recorded was trained with: the value then, not today's default (an
 #: AdamW checkpoint resumed as SGD would load Adam's moments into SGD and fail a whole sampling step later).
 _LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw", "min_groups": 0, "max_draws": 4, "balance": False, "guide": "",
            "sft_coef": 0.0, "sft_batch": 4, "reward_control": "none", "lora": False, "lora_r": 16, "lora_alpha": 32,
-           "neg_weight": 1.0, "overlong_penalty": 0.0, "kl_ties": 0}
+           "neg_weight": 1.0, "overlong_penalty": 0.0, "kl_ties": 0, "branch": ""}
 
 
 def _adamw(params: list[Any], config: GRPOConfig) -> Any:
@@ -273,6 +284,11 @@ class GRPOConfig:
     #: A policy spec (``gold``, ``gold:explain=1``, ``openai:MODEL@URL``...) whose passing trial joins every group
     #: where all sampled trials failed, with reward 1 (off-policy guidance; see the module docstring). "": none.
     guide: str = ""
+    #: A policy spec (``gold:explain=1``) that plays each task's first turns before the policy takes over: every
+    #: step, per task, the lead plays the task once and a depth ``k`` is drawn uniformly from 0 to its turn count
+    #: less one (0 where the lead failed); the group's trials all start after the lead's first ``k`` turns (see
+    #: ``rollout/branch.py`` and the module docstring). "": every trial plays the task from its start.
+    branch: str = ""
     #: A name in :data:`REWARD_CONTROLS`: ``shuffle`` trains on rewards permuted within each group, the control run
     #: that tells a gain the rewards bought from one any update would have made (``none``: the scored rewards).
     reward_control: str = "none"
@@ -614,6 +630,22 @@ def guide_trials(world: World, tasks: Sequence[Task], guide: Any, *, number: int
             for traj, score in pairs if score.success and not (traj.failed_by_infra or score.infra_error)]  # fmt: skip
 
 
+def branch_depths(world: World, tasks: Sequence[Task], lead: Any, *, seed: int, step: int,
+                  scorer: Scorer | None = None, concurrency: int = 8, limits: Limits | None = None,
+                  user: UserSimulator | None = None) -> dict[str, int]:  # fmt: skip
+    """Per task, the number of turns ``lead`` plays before the policy takes over (``BranchPolicy``): the lead plays
+    each task once, and a depth is drawn uniformly from 0 to its number of turns less one, by (seed, step, task)
+    alone, so a resumed run branches where an uninterrupted one would have. A task the lead failed (or that ended on
+    an infra error) gets 0: its path is not one that passes, and the trials play the task from its start."""
+    depths: dict[str, int] = {}
+    for traj, score in rollouts(world, tasks, lead, trials=1, scorer=scorer, concurrency=concurrency, limits=limits,
+                                user=user):  # fmt: skip
+        ok = score.success and not (traj.failed_by_infra or score.infra_error) and traj.turns
+        rng = random.Random(derive_seed("grpo-branch", seed, step, traj.task_id))
+        depths[traj.task_id] = rng.randrange(len(traj.turns)) if ok else 0
+    return depths
+
+
 def _all_failed(pairs: Sequence[tuple[Trajectory, Score]]) -> list[str]:
     """Task ids (in order) whose scored trials all failed: the groups a guide joins."""
     verdicts: dict[str, list[bool]] = defaultdict(list)
@@ -895,9 +927,11 @@ def success_only(scorer: Scorer) -> Scorer:
 
 def trial_record(step: int, trajectory: Trajectory, score: Score) -> dict[str, Any]:
     """One line of ``trials.jsonl``: the step that sampled the trial, its verdict (reward, success, each failed
-    component with its reason) and the trajectory without its token buffer (the ids are the training data, kept
-    in memory only; the messages say what happened). ``Trajectory.model_validate(line["trajectory"])`` reads it."""
-    return {"step": step, "task_id": trajectory.task_id, "trial": trajectory.trial, "reward": score.reward,
+    component with its reason), the turns a branch's lead played before the policy (``lead_turns``, 0 for a trial
+    the policy played from the start) and the trajectory without its token buffer (the ids are the training data,
+    kept in memory only; the messages say what happened). ``Trajectory.model_validate(line["trajectory"])`` reads
+    it."""
+    return {"step": step, "lead_turns": sum(bool(t.meta.get("lead")) for t in trajectory.turns), "task_id": trajectory.task_id, "trial": trajectory.trial, "reward": score.reward,
             "success": score.success, "infra_error": score.infra_error or trajectory.failed_by_infra,
             "failed": {c.name: c.reason for c in score.components if not c.passed},
             "termination": trajectory.termination, "turns": trajectory.num_turns,
@@ -979,18 +1013,23 @@ def _sft_batch(samples: Sequence[Sample], config: GRPOConfig, step: int) -> list
     return [samples[i] for i in sorted(rng.sample(range(len(samples)), config.sft_batch))]
 
 
-def _guide(config: GRPOConfig, tokenizer: Any, world: World) -> tuple[Any, Any]:
-    """The guide policy of ``config.guide`` and the renderer of its trials, or (None, None) without one; a spec
-    that does not build is refused before anything is sampled."""
-    if not config.guide:
-        return None, None
+def _policy_spec(spec: str, option: str) -> Any:
+    """The policy of a spec option (``guide``, ``branch``), None for ""; a spec that does not build is refused
+    before anything is sampled."""
+    if not spec:
+        return None
     from ..rollout.backends import make_policy
 
     try:
-        guide = make_policy(config.guide)
+        return make_policy(spec)
     except ValueError as exc:
-        raise GRPOError(f"guide: {exc}", kind="invalid_option") from exc
-    return guide, guide_renderer(tokenizer, world, config.tool_prompt)
+        raise GRPOError(f"{option}: {exc}", kind="invalid_option") from exc
+
+
+def _guide(config: GRPOConfig, tokenizer: Any, world: World) -> tuple[Any, Any]:
+    """The guide policy of ``config.guide`` and the renderer of its trials, or (None, None) without one."""
+    guide = _policy_spec(config.guide, "guide")
+    return (guide, guide_renderer(tokenizer, world, config.tool_prompt)) if guide is not None else (None, None)
 
 
 def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], config: GRPOConfig, *,
@@ -1072,6 +1111,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     if config.overlong_penalty:
         scorer = penalize_overlong(scorer, config.overlong_penalty)
     guide, render = _guide(config, tokenizer, world)
+    lead = _policy_spec(config.branch, "branch")
     by_id = {t.id: t for t in tasks}
     result = GRPOResult(config.out, start, config.steps, resumed_from=start, evals=_read_evals(config.out))
     if result.evals and eval_tasks:  # gains are over the first evaluation: every later one must be its like
@@ -1139,7 +1179,12 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                     break
                 draws = draw + 1
                 taken += [t.id for t in chosen]
-                drawn = rollouts(world, chosen, step_policy, trials=config.group, scorer=scorer,
+                runner = step_policy
+                if lead is not None:
+                    runner = BranchPolicy(lead, step_policy, branch_depths(
+                        world, chosen, lead, seed=config.seed, step=step, scorer=scorer,
+                        concurrency=config.concurrency, limits=limits, user=user))  # fmt: skip
+                drawn = rollouts(world, chosen, runner, trials=config.group, scorer=scorer,
                                  salt=derive_seed(config.seed, step), concurrency=config.concurrency, limits=limits,
                                  user=user)  # fmt: skip
                 pairs += drawn
