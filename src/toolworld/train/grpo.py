@@ -152,8 +152,8 @@ if TYPE_CHECKING:
     from .data import Sample
 
 __all__ = ["ADVANTAGES", "OPTIMIZERS", "REWARDS", "REWARD_CONTROLS", "GRPOConfig", "GRPOError", "GRPOEval", "GRPOResult", "GRPOStep",
-           "Scorer", "advantaged", "anchors_of", "at_temperature", "branch_depths",
-           "estimator", "evaluate", "guide_renderer",
+           "Scorer", "advantaged", "anchors_of", "at_temperature", "branch_depths", "estimator", "evaluate",
+           "guide_renderer",
            "guide_trials", "make_optimizer", "penalize_overlong", "pick_tasks", "rollouts", "samples_from_trajectories", "success_only", "target_of",
            "train_grpo", "trial_record", "update"]  # fmt: skip
 
@@ -933,7 +933,8 @@ def trial_record(step: int, trajectory: Trajectory, score: Score) -> dict[str, A
     the policy played from the start) and the trajectory without its token buffer (the ids are the training data,
     kept in memory only; the messages say what happened). ``Trajectory.model_validate(line["trajectory"])`` reads
     it."""
-    return {"step": step, "lead_turns": sum(bool(t.meta.get("lead")) for t in trajectory.turns), "task_id": trajectory.task_id, "trial": trajectory.trial, "reward": score.reward,
+    return {"step": step, "lead_turns": sum(bool(t.meta.get("lead")) for t in trajectory.turns),
+            "task_id": trajectory.task_id, "trial": trajectory.trial, "reward": score.reward,
             "success": score.success, "infra_error": score.infra_error or trajectory.failed_by_infra,
             "failed": {c.name: c.reason for c in score.components if not c.passed},
             "termination": trajectory.termination, "turns": trajectory.num_turns,
