@@ -24,6 +24,8 @@ Goal: >= 30 points of held-out pass^1 gained by SFT over the base model, and GRP
 
     python benchmarks/learning.py --out runs/learning                 # the benchmark (run it in the background)
     python benchmarks/learning.py --out /tmp/lq --quick                # a few tasks and steps: does it all run?
+    python benchmarks/learning.py --out runs/learning-b --start-from runs/learning --stages grpo ...
+                                        # a GRPO variant from the same SFT weights, on the same tasks
     python benchmarks/learning.py --out runs/learning-gpu --engine hf --device cuda   # the GPU recipe (see below)
 
 ``--engine hf`` samples RFT's and GRPO's trials with transformers (``--batch`` episodes decoded together, in
@@ -41,6 +43,7 @@ import argparse
 import itertools
 import json
 import re
+import shutil
 import statistics
 import sys
 import time
@@ -188,6 +191,69 @@ def fresh_tasks(out: Path, n: int, seed: int, mix: str | None, train: list[Task]
         sys.exit(f"only {len(keep)} fresh tasks with customers outside the held-out set; lower --pool")
     pool_file.write_text("".join(line + "\n" for _, line in keep), encoding="utf-8")
     return [t for t, _ in keep]
+
+
+#: What ``--start-from`` brings besides the stages: the task files (the same training, held-out and fresh tasks, so
+#: the stages compare on the same held-out set) and SFT's rendered gold (what ``--grpo-sft`` and a guide replay).
+SHARED = ("train.jsonl", "heldout.jsonl", "fresh-pool.jsonl", "gold-train")
+
+
+def start_from(src: Path, out: Path, first: str) -> list[str]:
+    """Bring into ``out`` the tasks of run ``src`` and its finished stages before ``first`` (``--start-from``), so a
+    variant of a later stage trains from the very weights, and is compared on the very tasks, of the run it varies.
+
+    A stage's record (``NAME.json``) and its evaluation folders (``eval-NAME*``) are copied, since they are small
+    and a later evaluation may write beside them; its weights folder (``sft/``, ``rft/``: gigabytes, and never
+    trained again once its record exists) is linked. Nothing in ``out`` is overwritten: anything already there must
+    be the same (a file with the same bytes, a link to the same folder; a copied folder is kept as it is, the task
+    files and stage records beside it being what tells two runs apart), else the whole call is refused before it
+    copies anything, so a half-merged run never exists. Returns the names brought."""
+    src, out = src.resolve(), out.resolve()
+    if src == out:
+        raise ValueError(f"--start-from {src} is --out itself")
+    missing = [name for name in ("train.jsonl", "heldout.jsonl") if not (src / name).is_file()]
+    if missing:
+        raise ValueError(f"--start-from {src}: not a learning run (no {', '.join(missing)})")
+    names = [name for name in SHARED if (src / name).exists()]
+    for stage in STAGES[: STAGES.index(first)]:
+        if not (src / f"{stage}.json").is_file():
+            continue
+        names.append(f"{stage}.json")
+        names += sorted(p.name for p in src.glob(f"eval-{stage}*") if p.name == f"eval-{stage}"
+                        or p.name.startswith(f"eval-{stage}-"))  # fmt: skip
+        if stage != "base" and (src / stage).is_dir():
+            names.append(stage)
+    linked = {stage for stage in STAGES if stage != "base"}
+    clashes = []
+    for name in names:
+        there, here = src / name, out / name
+        if not (here.exists() or here.is_symlink()):
+            continue
+        if name in linked:
+            same = here.resolve() == there.resolve()
+        elif there.is_dir():  # a folder brought before (an evaluation may have gone on in it): its record decides
+            same = here.is_dir() and (not here.is_symlink() or here.resolve() == there.resolve())
+        else:
+            same = here.is_file() and here.read_bytes() == there.read_bytes()
+        if not same:
+            clashes.append(name)
+    if clashes:
+        raise ValueError(f"--start-from {src}: {out} already has {', '.join(clashes)}, different from the run's; "
+                         "give a new --out (nothing was copied)")  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    brought = []
+    for name in names:
+        there, here = src / name, out / name
+        if here.exists() or here.is_symlink():
+            continue
+        if name in linked:
+            here.symlink_to(there.resolve(), target_is_directory=True)
+        elif there.is_dir():
+            shutil.copytree(there, here, symlinks=True)
+        else:
+            shutil.copy2(there, here)
+        brought.append(name)
+    return brought
 
 
 class Bench:
@@ -582,6 +648,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--stages", default=",".join(STAGES), help="Stages to run, in order (finished ones are skipped).")
+    p.add_argument("--start-from", type=Path, default=None, metavar="RUN",
+                   help="Take another run's tasks and its finished stages before the first of --stages (weights "
+                        "linked, records and evaluations copied) into a new --out, so a variant of a later stage "
+                        "starts from the same weights and is judged on the same held-out tasks.")
     p.add_argument("--quick", action="store_true", help="A few tasks and steps: checks the pipeline, not learning.")
     p.add_argument("--train", type=int, default=150, help="Training tasks.")
     p.add_argument("--heldout", type=int, default=100, help="Held-out tasks.")
@@ -730,6 +800,14 @@ def main() -> None:
     unknown = sorted(set(stages) - set(STAGES))
     if unknown:
         p.error(f"unknown stage(s) {unknown}; stages: {', '.join(STAGES)}")
+    if args.start_from is not None:
+        if not stages:
+            p.error("--start-from brings the stages before the first of --stages: give --stages")
+        try:
+            brought = start_from(args.start_from, args.out, min(stages, key=STAGES.index))
+        except ValueError as exc:
+            p.error(str(exc))
+        print(f"[start] from {args.start_from}: {', '.join(brought) or 'nothing new'}", flush=True)
     started = time.perf_counter()
     bench = Bench(args)
     for stage in stages:

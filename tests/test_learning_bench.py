@@ -250,3 +250,57 @@ def test_precision_defaults_to_what_the_device_runs_fastest(bench, monkeypatch, 
     assert (args.bf16, args.hf_dtype) == (bf16, dtype)
     kept = bench.resolve_precision(SimpleNamespace(device="cpu", bf16=not bf16, hf_dtype="float16"))
     assert (kept.bf16, kept.hf_dtype) == (not bf16, "float16")  # what was given explicitly stays
+
+
+def _finished_run(root: Path) -> Path:
+    """A run with tasks, SFT's gold, and finished base, SFT and GRPO stages (weights as one small file each)."""
+    root.mkdir()
+    for name in ("train.jsonl", "heldout.jsonl", "fresh-pool.jsonl"):
+        (root / name).write_text(f"{name}\n")
+    for folder in ("gold-train", "eval-base", "eval-sft", "eval-sft-k2-t0.3", "eval-grpo", "sft/final", "grpo/final"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "data").write_text(folder)
+    for stage in ("base", "sft", "grpo"):
+        (root / f"{stage}.json").write_text(json.dumps({"name": stage, "run": f"eval-{stage}"}))
+    return root
+
+
+def test_a_run_started_from_another_takes_its_tasks_and_the_stages_before_the_first_asked(bench, tmp_path):
+    src, out = _finished_run(tmp_path / "v1"), tmp_path / "b2"
+    brought = bench.start_from(src, out, "grpo")
+    assert sorted(brought) == sorted(["train.jsonl", "heldout.jsonl", "fresh-pool.jsonl", "gold-train", "base.json",
+                                      "eval-base", "sft.json", "eval-sft", "eval-sft-k2-t0.3", "sft"])  # fmt: skip
+    assert (out / "sft").is_symlink() and (out / "sft" / "final" / "data").read_text() == "sft/final"
+    assert not (out / "eval-sft").is_symlink() and (out / "eval-sft" / "data").read_text() == "eval-sft"
+    assert not any((out / name).exists() for name in ("grpo", "grpo.json", "eval-grpo"))  # the stage it redoes
+    (out / "eval-sft" / "data").write_text("written by this run")  # a copy: the source run's evaluation is its own
+    assert (src / "eval-sft" / "data").read_text() == "eval-sft"
+    assert bench.start_from(src, out, "grpo") == []  # again: all there, the same (the copied folder left as it is)
+    only_tasks = bench.start_from(src, tmp_path / "s2", "sft")  # SFT again: the base stage and tasks only
+    assert "sft" not in only_tasks and "sft.json" not in only_tasks and "base.json" in only_tasks
+
+
+def test_a_start_that_would_overwrite_anything_different_copies_nothing(bench, tmp_path):
+    src, out = _finished_run(tmp_path / "v1"), tmp_path / "b2"
+    out.mkdir()
+    (out / "heldout.jsonl").write_text("other tasks\n")
+    with pytest.raises(ValueError, match=r"already has heldout\.jsonl"):
+        bench.start_from(src, out, "grpo")
+    assert sorted(p.name for p in out.iterdir()) == ["heldout.jsonl"]
+    (out / "heldout.jsonl").unlink()
+    (out / "sft").symlink_to(_finished_run(tmp_path / "other") / "sft", target_is_directory=True)
+    with pytest.raises(ValueError, match=r"already has sft\b"):
+        bench.start_from(src, out, "grpo")
+    with pytest.raises(ValueError, match="not a learning run"):
+        bench.start_from(tmp_path / "nowhere", tmp_path / "b3", "grpo")
+    with pytest.raises(ValueError, match="is --out itself"):
+        bench.start_from(src, src, "grpo")
+
+
+def test_the_cli_refuses_a_start_from_a_folder_that_is_no_run_before_any_work(bench, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["learning.py", "--out", str(tmp_path / "out"), "--stages", "grpo",
+                                      "--start-from", str(tmp_path / "missing")])  # fmt: skip
+    with pytest.raises(SystemExit) as exc:
+        bench.main()
+    assert exc.value.code == 2 and "not a learning run (no train.jsonl, heldout.jsonl)" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
