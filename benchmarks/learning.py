@@ -221,14 +221,13 @@ def start_from(src: Path, out: Path, first: str) -> list[str]:
         names.append(f"{stage}.json")
         names += sorted(p.name for p in src.glob(f"eval-{stage}*") if p.name == f"eval-{stage}"
                         or p.name.startswith(f"eval-{stage}-"))  # fmt: skip
-        if stage != "base" and (src / stage).is_dir():
+        if (src / stage).is_dir():  # the weights (base has none: the model as shipped)
             names.append(stage)
-    linked = {stage for stage in STAGES if stage != "base"}
+    linked = set(STAGES) - {"base"}
+    present = [name for name in names if (out / name).exists() or (out / name).is_symlink()]
     clashes = []
-    for name in names:
+    for name in present:
         there, here = src / name, out / name
-        if not (here.exists() or here.is_symlink()):
-            continue
         if name in linked:
             same = here.resolve() == there.resolve()
         elif there.is_dir():  # a folder brought before (an evaluation may have gone on in it): its record decides
@@ -241,18 +240,15 @@ def start_from(src: Path, out: Path, first: str) -> list[str]:
         raise ValueError(f"--start-from {src}: {out} already has {', '.join(clashes)}, different from the run's; "
                          "give a new --out (nothing was copied)")  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
-    brought = []
-    for name in names:
+    brought = [name for name in names if name not in present]
+    for name in brought:
         there, here = src / name, out / name
-        if here.exists() or here.is_symlink():
-            continue
         if name in linked:
             here.symlink_to(there.resolve(), target_is_directory=True)
         elif there.is_dir():
             shutil.copytree(there, here, symlinks=True)
         else:
             shutil.copy2(there, here)
-        brought.append(name)
     return brought
 
 
