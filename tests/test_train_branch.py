@@ -119,6 +119,25 @@ def test_depths_are_drawn_within_the_leads_turns_by_seed_and_step(world, tasks, 
     assert set(branch_depths(world, tasks, GoldPolicy(), seed=0, step=0, scorer=failed).values()) == {0}
 
 
+def test_from_start_sets_some_depths_to_zero_and_leaves_the_rest_as_drawn(world, tasks, tmp_path):
+    """``branch_from_start``: a share of the groups play their task from its start (the lookup turns the lead
+    otherwise plays), the others keep the depth the uniform draw gave them, so 0 reproduces a run made before it."""
+    steps = range(6)
+    plain = [branch_depths(world, tasks, GoldPolicy(), seed=0, step=s) for s in steps]
+    assert plain == [branch_depths(world, tasks, GoldPolicy(), seed=0, step=s, from_start=0.0) for s in steps]
+    half = [branch_depths(world, tasks, GoldPolicy(), seed=0, step=s, from_start=0.5) for s in steps]
+    pairs = [(p[t], h[t]) for p, h in zip(plain, half, strict=True) for t in p]
+    assert all(h in (0, p) for p, h in pairs)  # a task either starts at 0 or where it would have
+    deep = [h for p, h in pairs if p > 0]
+    assert 0.2 * len(deep) <= deep.count(0) <= 0.8 * len(deep)  # about half of the 36 draws, not none or all
+    every = [branch_depths(world, tasks, GoldPolicy(), seed=0, step=s, from_start=1.0) for s in steps]
+    assert all(set(d.values()) == {0} for d in every)
+    with pytest.raises(GRPOError, match="branch_from_start"):
+        GRPOConfig(out=tmp_path, branch_from_start=0.5)  # no lead: nothing to start after
+    with pytest.raises(GRPOError, match="branch_from_start"):
+        GRPOConfig(out=tmp_path, branch="gold", branch_from_start=1.5)
+
+
 def test_a_branched_grpo_step_trains_the_policys_turns_and_logs_the_leads(tokenizer, world, tasks, tmp_path, gold_runs):
     model = tiny_llama(tokenizer)
     before = {k: v.clone() for k, v in model.state_dict().items()}

@@ -1289,6 +1289,12 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
                                catch_exceptions=False)  # fmt: skip
     error = json.loads(bad_branch.output.strip().splitlines()[-1])["error"]
     assert bad_branch.exit_code == 1 and error["type"] == "invalid_option" and "branch" in error["message"]
+    # --branch-from-start plays some groups from the start instead of after the lead: without a lead it means nothing
+    lone = runner.invoke(app, [*args[:6], str(tmp_path / "o-br3"), *args[7:], "--branch-from-start", "0.5"],
+                         catch_exceptions=False)  # fmt: skip
+    error = json.loads(lone.output.strip().splitlines()[-1])["error"]
+    assert lone.exit_code == 1 and error["type"] == "invalid_option" and "--branch-from-start" in error["message"]
+    assert not (tmp_path / "o-br3" / TRIALS_FILE).exists()
     # a supervised term from the command line: the task file's gold, played into OUT/sft-gold, in every update
     mix = runner.invoke(app, [*args[:6], str(tmp_path / "o11"), *args[7:], "--sft", str(task_file), "--sft-batch", "1",
                               "--guide", "gold", "--reward", "success"], catch_exceptions=False)  # the guide: an update

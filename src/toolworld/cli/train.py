@@ -345,6 +345,11 @@ def grpo(
                                                "meet the late decisions (the pick, the answer) directly; the reward "
                                                "is still the whole episode's, and the lead's turns carry no "
                                                "gradient.")] = None,
+    branch_from_start: Annotated[float, typer.Option("--branch-from-start", min=0.0, max=1.0,
+                                                     help="With --branch: the chance that a task's group plays it "
+                                                     "from its start anyway (k = 0), so that the first turns (the "
+                                                     "customer lookup), which the lead plays whenever k falls after "
+                                                     "them, are trained too.")] = 0.0,
     sft_source: Annotated[Path | None, typer.Option("--sft", help="Conversations to stay close to: a run folder (its "
                                                     "passed trials) or a task file (its gold, played by --sft-gold), "
                                                     "as `train sft` takes; each update adds --sft-coef times their "
@@ -417,7 +422,7 @@ def grpo(
                             advantage=advantage, reward=reward, reward_control=reward_control,
                             updates=updates, min_groups=min_groups,
                             max_draws=max_draws, balance=balance, guide=guide or "", branch=branch or "",
-                            sft_coef=sft_coef,
+                            branch_from_start=branch_from_start, sft_coef=sft_coef,
                             sft_batch=sft_batch, max_tokens=max_tokens,
                             temperature=temperature, max_len=max_len, concurrency=concurrency, seed=seed,
                             save_every=save_every, keep_checkpoints=keep_checkpoints, resume=resume,

@@ -4,7 +4,8 @@ One step of :func:`train_grpo`::
 
     tasks  = pick_tasks(tasks, N, seed, step)                 # deterministic per (seed, step)
     trials = G episodes per task, sampled by the model itself  # HFEngine over the same weights, scripted user
-             (branch: the lead plays the task once, k ~ U{0..its turns - 1}; all G trials start after its k turns)
+             (branch: the lead plays the task once, k ~ U{0..its turns - 1}; all G trials start after its k turns;
+              branch_from_start: with that probability k = 0, the group plays the task from its start)
     r_i    = score_trajectory(task, trial_i).reward            # reward="success": 1 if it succeeded, else 0
              - overlong_penalty if a turn ran into max_tokens      # termination "max_tokens" (penalize_overlong)
              (reward_control="shuffle": r permuted within each group, the control run; see REWARD_CONTROLS)
@@ -174,12 +175,12 @@ Scorer = Callable[["Task", "Trajectory"], "Score"]
 _RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "reward", "lr", "clip", "tis_cap", "kl_coef", "updates",
                 "max_tokens", "temperature", "max_len", "optimizer", "min_groups", "max_draws", "balance", "guide",
                 "sft_coef", "sft_batch", "reward_control", "lora", "lora_r", "lora_alpha", "neg_weight",
-                "overlong_penalty", "kl_ties", "branch")  # fmt: skip
+                "overlong_penalty", "kl_ties", "branch", "branch_from_start")  # fmt: skip
 #: What a checkpoint written before a key was recorded was trained with: the value then, not today's default (an
 #: AdamW checkpoint resumed as SGD would load Adam's moments into SGD and fail a whole sampling step later).
 _LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw", "min_groups": 0, "max_draws": 4, "balance": False, "guide": "",
            "sft_coef": 0.0, "sft_batch": 4, "reward_control": "none", "lora": False, "lora_r": 16, "lora_alpha": 32,
-           "neg_weight": 1.0, "overlong_penalty": 0.0, "kl_ties": 0, "branch": ""}
+           "neg_weight": 1.0, "overlong_penalty": 0.0, "kl_ties": 0, "branch": "", "branch_from_start": 0.0}
 
 
 def _adamw(params: list[Any], config: GRPOConfig) -> Any:
@@ -293,6 +294,10 @@ class GRPOConfig:
     #: less one (0 where the lead failed); the group's trials all start after the lead's first ``k`` turns (see
     #: ``rollout/branch.py`` and the module docstring). "": every trial plays the task from its start.
     branch: str = ""
+    #: The chance that a task's group plays it from its start although the lead passed (k = 0), drawn per task and
+    #: step with ``k``. The uniform ``k`` gives the first turns (who the customer is, the lookup) the fewest trials:
+    #: the lead plays them whenever ``k`` falls after them, so the policy meets them in ~1/turns of the groups.
+    branch_from_start: float = 0.0
     #: A name in :data:`REWARD_CONTROLS`: ``shuffle`` trains on rewards permuted within each group, the control run
     #: that tells a gain the rewards bought from one any update would have made (``none``: the scored rewards).
     reward_control: str = "none"
@@ -364,6 +369,8 @@ class GRPOConfig:
                    ">= 0, and 0 unless kl_coef > 0 (its trials carry the KL term alone)"),
                   ("neg_weight", self.neg_weight >= 0, ">= 0 (1: the plain gradient, 0: successes only)"),
                   ("overlong_penalty", self.overlong_penalty >= 0, ">= 0 (0: none)"),
+                  ("branch_from_start", 0 <= self.branch_from_start <= 1 and (self.branch_from_start == 0 or self.branch),
+                   "in [0, 1], and 0 unless branch is set (without a lead every trial starts at the start)"),
                   ("sft_coef", self.sft_coef >= 0, ">= 0 (0: none)"),
                   ("sft_batch", self.sft_batch >= 1, ">= 1"), ("advantage", self.advantage in ADVANTAGES,
                                                             f"one of {', '.join(ADVANTAGES)}"),
@@ -636,17 +643,20 @@ def guide_trials(world: World, tasks: Sequence[Task], guide: Any, *, number: int
 
 def branch_depths(world: World, tasks: Sequence[Task], lead: Any, *, seed: int, step: int,
                   scorer: Scorer | None = None, concurrency: int = 8, limits: Limits | None = None,
-                  user: UserSimulator | None = None) -> dict[str, int]:  # fmt: skip
+                  user: UserSimulator | None = None, from_start: float = 0.0) -> dict[str, int]:  # fmt: skip
     """Per task, the number of turns ``lead`` plays before the policy takes over (``BranchPolicy``): the lead plays
     each task once, and a depth is drawn uniformly from 0 to its number of turns less one, by (seed, step, task)
     alone, so a resumed run branches where an uninterrupted one would have. A task the lead failed (or that ended on
-    an infra error) gets 0: its path is not one that passes, and the trials play the task from its start."""
+    an infra error) gets 0: its path is not one that passes, and the trials play the task from its start.
+    ``from_start`` is the chance that a task gets 0 anyway (``GRPOConfig.branch_from_start``): its draw comes after
+    the depth's from the same generator, so 0 leaves every depth as it was."""
     depths: dict[str, int] = {}
     for traj, score in rollouts(world, tasks, lead, trials=1, scorer=scorer, concurrency=concurrency, limits=limits,
                                 user=user):  # fmt: skip
         ok = score.success and not (traj.failed_by_infra or score.infra_error) and traj.turns
         rng = random.Random(derive_seed("grpo-branch", seed, step, traj.task_id))
-        depths[traj.task_id] = rng.randrange(len(traj.turns)) if ok else 0
+        depth = rng.randrange(len(traj.turns)) if ok else 0
+        depths[traj.task_id] = 0 if from_start and rng.random() < from_start else depth
     return depths
 
 
@@ -1188,7 +1198,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                 if lead is not None:
                     runner = BranchPolicy(lead, step_policy, branch_depths(
                         world, chosen, lead, seed=config.seed, step=step, scorer=scorer,
-                        concurrency=config.concurrency, limits=limits, user=user))  # fmt: skip
+                        concurrency=config.concurrency, limits=limits, user=user,
+                        from_start=config.branch_from_start))  # fmt: skip
                 drawn = rollouts(world, chosen, runner, trials=config.group, scorer=scorer,
                                  salt=derive_seed(config.seed, step), concurrency=config.concurrency, limits=limits,
                                  user=user)  # fmt: skip
