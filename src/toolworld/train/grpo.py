@@ -70,7 +70,9 @@ every task from its start, as a user's episode does. On SmolLM2-135M it made ste
 s on 2 cores) and put the groups at the pick, but four full-weight steps at lr 1e-5 still swung the tool choice and
 left the held-out tasks at 48/100 against SFT's 55; on LoRA with the KL anchors (``kl``, ``kl_ties``) it kept the pick
 and the status requests' tool and moved the tracking requests' (right tool 64 -> 76 of 100), for 56/100 against the
-same SFT's 55 (docs/benchmarks.md).
+same SFT's 55 (docs/benchmarks.md). ``branch_from_start`` plays a share of the groups from the start, for the
+first turns the uniform depth trains least (the customer lookup); at 0.5 it left the lookup failures where they
+were and lost the pick and the tracking requests' tool (50/100), so it defaults to 0.
 ``kl_ties`` anchors what the update leaves out. A KL penalty on the trials of the trained groups holds only the
 behaviour those trials show, while a small policy generalises the update to requests of every kind; the groups left
 out are the ones the policy plays consistently (every trial passed, or all failed and no guide joined), and nothing
