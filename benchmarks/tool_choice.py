@@ -14,7 +14,8 @@ that trades one lean for the other shows as the off-diagonal counts swapping whi
 A GRPO folder is counted per step from its ``trials.jsonl``: the trials the policy sampled at that step (a guide's
 trials and those lost to an infra error are left out, and so are trials of a branched run whose lead already made a
 target call before the policy took over: the choice was not the policy's), so a lean that an update sets going shows step by step,
-before any evaluation. The last line is one JSON object with each run's counts.
+before any evaluation. A run folder's failures are also counted by the gold tools they never called
+(``never_called``). The last line is one JSON object with each run's counts.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 def _lead_chose(messages: list[dict[str, Any]], lead_turns: int, targets: set[str]) -> bool:
     """Whether a branch's lead (``train grpo --branch``) made a target call in its first ``lead_turns`` turns."""
     said = [m for m in messages if m.get("role") == "assistant"][:lead_turns]
-    return any(call.get("function", {}).get("name") in targets for m in said for call in m.get("tool_calls") or [])
+    return bool(_called(said) & targets)
 
 
 def _counts(trials: Iterable[tuple[str, list[dict[str, Any]], bool]], asked: dict[str, str]) -> dict[str, Any]:
@@ -52,18 +53,34 @@ def _counts(trials: Iterable[tuple[str, list[dict[str, Any]], bool]], asked: dic
                       for k, v in sorted(ended.items())}}  # fmt: skip
 
 
+def _called(messages: list[dict[str, Any]]) -> set[str]:
+    """The tools a trial's assistant turns called."""
+    return {call.get("function", {}).get("name") for m in messages if m.get("role") == "assistant"
+            for call in m.get("tool_calls") or []}  # fmt: skip
+
+
 def tool_choice(run_dir: Path) -> dict[str, Any]:
-    """Counts of one run (see the module docstring): ``asked -> {ended on: trials}`` and passes per asked target."""
+    """Counts of one run (see the module docstring): ``asked -> {ended on: trials}`` and passes per asked target,
+    and ``never_called``: per gold tool, the failed trials that never called it (e.g. the customer's email given and
+    the policy looking them up by name and zip code, or asking for their name piece by piece). Where a failure first
+    left the gold path is the summary's ``divergence`` (by trajectory step)."""
     from toolworld.store.runstore import RunStore
 
     store = RunStore.open(run_dir)
+    never_called: collections.Counter[str] = collections.Counter()
     try:
-        asked = {t.id: ",".join(t.provenance.targets) for t in store.tasks()}
-        trials = [(traj.task_id, traj.messages, bool(score is not None and score.success))
-                  for traj, score, _facts in store.trials()]  # fmt: skip
+        tasks = {t.id: t for t in store.tasks()}
+        asked = {i: ",".join(t.provenance.targets) for i, t in tasks.items()}
+        trials = []
+        for traj, score, _facts in store.trials():
+            trials.append((traj.task_id, traj.messages, bool(score is not None and score.success)))
+            if score is None or score.success:
+                continue
+            never_called.update({a.name for a in tasks[traj.task_id].gold_actions} - _called(traj.messages))
     finally:
         store.close()
-    return {"run": str(run_dir), **_counts(trials, asked)}
+    return {"run": str(run_dir), **_counts(trials, asked),
+            "never_called": dict(sorted(never_called.items()))}
 
 
 class ChoiceError(Exception):
@@ -142,6 +159,7 @@ def main() -> None:
                 print(_say(f"{r['run']} step {step['step']}", step))
         else:
             print(_say(r["run"], r))
+            print(f"{r['run']}: failures that never called a gold tool {r['never_called']}")
     print(json.dumps({"runs": results}))
 
 

@@ -57,6 +57,16 @@ def test_a_run_that_reads_the_details_for_every_request_shows_the_lean(bench, ru
     assert idle["right"] == 0 and idle["asked"]["get_order_details"] == {"ended": {"none": 2}, "trials": 2, "passed": 0}
 
 
+def test_failures_are_counted_by_the_gold_tools_they_never_called(bench, runs):
+    """Which gold tools a run's failures never called: a lean that reads the details for a tracking request never
+    calls the gold's track_order; a policy that says nothing never calls any; gold fails nothing."""
+    assert bench.tool_choice(runs["gold"])["never_called"] == {}
+    assert bench.tool_choice(runs["lean"])["never_called"] == {"track_order": 2}
+    gold_tools = [{a.name for a in t.gold_actions} for t in runs["tasks"]]
+    assert bench.tool_choice(runs["idle"])["never_called"] == {
+        name: sum(name in tools for tools in gold_tools) for name in sorted(set().union(*gold_tools))}
+
+
 def test_a_grpo_folder_is_counted_step_by_step_from_the_policys_own_trials(bench, runs, tmp_path, monkeypatch,
                                                                            capsys):  # fmt: skip
     """A GRPO folder whose step 1 sampled gold's trials and step 2 the leaning policy's: the lean shows at step 2.
