@@ -790,6 +790,10 @@ def main() -> None:
         p.error(f"--grpo-kl-ties must be >= 0, got {args.grpo_kl_ties}")
     if args.grpo_kl_ties and not args.grpo_kl > 0:
         p.error(f"--grpo-kl-ties {args.grpo_kl_ties} holds trials with the KL term alone: give --grpo-kl > 0")
+    if not 0 <= args.grpo_branch_from_start <= 1:
+        p.error(f"--grpo-branch-from-start is a chance, in [0, 1]; got {args.grpo_branch_from_start}")
+    if args.grpo_branch_from_start and not args.grpo_branch:
+        p.error("--grpo-branch-from-start plays some branched groups from the start: give --grpo-branch SPEC")
     if args.batch is not None and args.batch < 1:
         p.error(f"--batch must be >= 1, got {args.batch}")
     args.eval_engine = args.eval_engine or args.engine
