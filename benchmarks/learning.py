@@ -537,7 +537,8 @@ class Bench:
                             max_len=a.max_len,
                             updates=a.grpo_updates, min_groups=a.grpo_min_groups, max_draws=a.grpo_max_draws,
                             balance=a.grpo_balance, guide=a.grpo_guide or "", branch=a.grpo_branch or "",
-                            branch_from_start=a.grpo_branch_from_start, sft_coef=a.grpo_sft,
+                            branch_from_start=a.grpo_branch_from_start,
+                            blame_invented=a.grpo_blame_invented, sft_coef=a.grpo_sft,
                             advantage=a.grpo_advantage, kl_coef=a.grpo_kl, kl_ties=a.grpo_kl_ties,
                             neg_weight=a.grpo_neg_weight,
                             overlong_penalty=a.grpo_overlong_penalty,
@@ -730,6 +731,10 @@ def main() -> None:
                    help="With --grpo-branch: the chance that a task's group plays it from its start anyway, so the "
                         "first turns (the customer lookup) are trained too; see `toolworld train grpo "
                         "--branch-from-start`.")
+    p.add_argument("--grpo-blame-invented", action="store_true",
+                   help="In a failed trial's turn that sent an argument value no earlier message held, keep the "
+                        "negative advantage on that value's tokens alone; see `toolworld train grpo "
+                        "--blame-invented`.")
     p.add_argument("--grpo-eval-every", type=int, default=0,
                    help="Evaluate GRPO's policy on the held-out tasks after every K-th step, as the stages are "
                         "(--eval-trials at --eval-temperature): the curve shows each (0: only the stage's end).")

@@ -15,7 +15,9 @@ A GRPO folder is counted per step from its ``trials.jsonl``: the trials the poli
 trials and those lost to an infra error are left out, and so are trials of a branched run whose lead already made a
 target call before the policy took over: the choice was not the policy's), so a lean that an update sets going shows step by step,
 before any evaluation. A run folder's failures are also counted by the gold tools they never called
-(``never_called``). The last line is one JSON object with each run's counts.
+(``never_called``), and every run's (and step's) trials by the argument values they made up (``made_up``: values no
+earlier message held, ``toolworld.scoring.grounding``; an email the customer never gave, an order no tool
+returned). The last line is one JSON object with each run's counts.
 """
 
 from __future__ import annotations
@@ -53,6 +55,21 @@ def _counts(trials: Iterable[tuple[str, list[dict[str, Any]], bool]], asked: dic
                       for k, v in sorted(ended.items())}}  # fmt: skip
 
 
+def _made_up(trials: Iterable[tuple[str, list[dict[str, Any]], bool]]) -> dict[str, Any]:
+    """Trials that sent a made-up argument value, how many of them failed, and the made-up values per
+    ``tool.argument``."""
+    from toolworld.scoring.grounding import invented_arguments
+
+    values: collections.Counter[str] = collections.Counter()
+    trials_with = failed = 0
+    for _task, messages, success in trials:
+        found = invented_arguments(messages)
+        values.update(f"{i.tool}.{i.argument}" for i in found)
+        trials_with += bool(found)
+        failed += bool(found) and not success
+    return {"trials": trials_with, "failed": failed, "values": dict(values.most_common())}
+
+
 def _called(messages: list[dict[str, Any]]) -> set[str]:
     """The tools a trial's assistant turns called."""
     return {call.get("function", {}).get("name") for m in messages if m.get("role") == "assistant"
@@ -80,7 +97,7 @@ def tool_choice(run_dir: Path) -> dict[str, Any]:
     finally:
         store.close()
     return {"run": str(run_dir), **_counts(trials, asked),
-            "never_called": dict(sorted(never_called.items()))}
+            "never_called": dict(sorted(never_called.items())), "made_up": _made_up(trials)}
 
 
 class ChoiceError(Exception):
@@ -121,7 +138,8 @@ def training_choice(grpo_dir: Path, tasks_file: Path) -> dict[str, Any]:
             if _lead_chose(messages, int(rec.get("lead_turns") or 0), targets):
                 continue
             by_step[int(rec["step"])].append((rec["task_id"], messages, bool(rec["success"])))
-    steps = [{"step": step, **_counts(trials, asked)} for step, trials in sorted(by_step.items())]
+    steps = [{"step": step, **_counts(trials, asked), "made_up": _made_up(trials)}
+             for step, trials in sorted(by_step.items())]  # fmt: skip
     return {"run": str(grpo_dir), "trials": sum(s["trials"] for s in steps), "right": sum(s["right"] for s in steps),
             "steps": steps}
 
@@ -129,7 +147,9 @@ def training_choice(grpo_dir: Path, tasks_file: Path) -> dict[str, Any]:
 def _say(name: str, counts: dict[str, Any]) -> str:
     parts = "; ".join(f"{k} asked ({v['trials']}, {v['passed']} passed): ended on {v['ended']}"
                       for k, v in counts["asked"].items())  # fmt: skip
-    return f"{name}: right target {counts['right']} of {counts['trials']}; {parts}"
+    made = counts["made_up"]
+    return (f"{name}: right target {counts['right']} of {counts['trials']}; {parts}\n{name}: {made['trials']} trials "
+            f"made up an argument ({made['failed']} of them failed): {made['values']}")
 
 
 def main() -> None:

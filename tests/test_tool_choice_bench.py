@@ -41,7 +41,15 @@ def runs(tmp_path_factory) -> dict[str, Any]:
 
     pipeline.run("retail", chosen, ScriptedPolicy(always_details, name="lean"), out=tmp / "lean", report=False)
     pipeline.run("retail", chosen, ScriptedPolicy(["Sorry."], name="idle"), out=tmp / "idle", report=False)
-    return {"tasks": chosen, **{name: tmp / name for name in ("gold", "lean", "idle")}}
+
+    def guess(messages: list[Any], task: Any) -> Any:  # the gold's first call with values nobody gave, then gives up
+        if any(m.get("role") == "assistant" for m in messages):
+            return "Sorry."
+        action = task.gold_actions[0]
+        return {"name": action.name, "arguments": {k: f"zz{k}zz" for k in action.arguments}}
+
+    pipeline.run("retail", chosen, ScriptedPolicy(guess, name="guess"), out=tmp / "guess", report=False)
+    return {"tasks": chosen, **{name: tmp / name for name in ("gold", "lean", "idle", "guess")}}
 
 
 def test_a_run_that_reads_the_details_for_every_request_shows_the_lean(bench, runs):
@@ -65,6 +73,17 @@ def test_failures_are_counted_by_the_gold_tools_they_never_called(bench, runs):
     gold_tools = [{a.name for a in t.gold_actions} for t in runs["tasks"]]
     assert bench.tool_choice(runs["idle"])["never_called"] == {
         name: sum(name in tools for tools in gold_tools) for name in sorted(set().union(*gold_tools))}
+
+
+def test_made_up_argument_values_are_counted_per_tool_and_argument(bench, runs):
+    """Gold copies every value from the conversation and makes nothing up; a policy that sends its first call with
+    values nobody gave makes up each of them, and fails."""
+    import collections
+
+    assert bench.tool_choice(runs["gold"])["made_up"] == {"trials": 0, "failed": 0, "values": {}}
+    firsts = [t.gold_actions[0] for t in runs["tasks"]]
+    want = collections.Counter(f"{a.name}.{k}" for a in firsts for k in a.arguments)
+    assert bench.tool_choice(runs["guess"])["made_up"] == {"trials": 4, "failed": 4, "values": dict(want)}
 
 
 def test_a_grpo_folder_is_counted_step_by_step_from_the_policys_own_trials(bench, runs, tmp_path, monkeypatch,
@@ -103,6 +122,9 @@ def test_a_grpo_folder_is_counted_step_by_step_from_the_policys_own_trials(bench
     first, second = got["steps"]
     assert first["right"] == 4 and first["asked"]["track_order"] == {"ended": {"right": 2}, "trials": 2, "passed": 2}
     assert second["right"] == 2 and second["trials"] == 4
+    assert first["made_up"] == {"trials": 0, "failed": 0, "values": {}}  # gold waits for what it sends
+    # the leaning policy sends gold's lookup at once, before two of the four customers have said their email
+    assert second["made_up"] == {"trials": 2, "failed": 2, "values": {"find_user_by_email.email": 2}}
     assert second["asked"]["track_order"] == {"ended": {"get_order_details": 2}, "trials": 2, "passed": 0}
 
     monkeypatch.setattr(sys, "argv", ["tool_choice.py", "--tasks", str(tmp_path / "pool.jsonl"), str(folder)])

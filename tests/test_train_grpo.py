@@ -1271,11 +1271,14 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
     step = json.loads((tmp_path / "o5" / "train.jsonl").read_text().splitlines()[0])
     assert (step["draws"], step["tasks"], step["trials"], step["groups"]) == (2, 2, 4, 0)
     # a guide from the command line: the random model fails the task twice, gold passes it, and that group trains
-    gui = runner.invoke(app, [*args[:6], str(tmp_path / "o9"), *args[7:], "--guide", "gold", "--reward", "success"],
-                        catch_exceptions=False)  # fmt: skip
+    gui = runner.invoke(app, [*args[:6], str(tmp_path / "o9"), *args[7:], "--guide", "gold", "--reward", "success",
+                              "--blame-invented"], catch_exceptions=False)  # fmt: skip
     assert gui.exit_code == 0, gui.output
     step = json.loads((tmp_path / "o9" / "train.jsonl").read_text().splitlines()[0])
     assert (step["trials"], step["pass1"], step["guided"], step["groups"], step["updated"]) == (2, 0.0, 1, 1, True)
+    # --blame-invented reaches the run (a resume must keep it); the random model calls no tool, so nothing is made up
+    assert step["blamed"] == 0
+    assert json.loads((tmp_path / "o9" / "checkpoint-1" / "trainer_state.json").read_text())["config"]["blame_invented"]
     # a branch from the command line: the gold plays the task's first turns, the model the rest (0 turns: a task
     # the gold plays in one turn or a depth of 0 drawn; either way every trial's lead_turns is the drawn depth)
     br = runner.invoke(app, [*args[:6], str(tmp_path / "o-br"), *args[7:], "--branch", "gold"], catch_exceptions=False)

@@ -350,6 +350,11 @@ def grpo(
                                                      "from its start anyway (k = 0), so that the first turns (the "
                                                      "customer lookup), which the lead plays whenever k falls after "
                                                      "them, are trained too.")] = 0.0,
+    blame_invented: Annotated[bool, typer.Option("--blame-invented", help="In a failed trial's turn that sent an "
+                                                 "argument value no earlier message held (an email the customer "
+                                                 "never gave), keep the negative advantage on that value's tokens "
+                                                 "alone: the update lowers the made-up value, not the tool it was "
+                                                 "sent to. Each step logs the turns it changed (blamed).")] = False,
     sft_source: Annotated[Path | None, typer.Option("--sft", help="Conversations to stay close to: a run folder (its "
                                                     "passed trials) or a task file (its gold, played by --sft-gold), "
                                                     "as `train sft` takes; each update adds --sft-coef times their "
@@ -422,7 +427,7 @@ def grpo(
                             advantage=advantage, reward=reward, reward_control=reward_control,
                             updates=updates, min_groups=min_groups,
                             max_draws=max_draws, balance=balance, guide=guide or "", branch=branch or "",
-                            branch_from_start=branch_from_start, sft_coef=sft_coef,
+                            branch_from_start=branch_from_start, blame_invented=blame_invented, sft_coef=sft_coef,
                             sft_batch=sft_batch, max_tokens=max_tokens,
                             temperature=temperature, max_len=max_len, concurrency=concurrency, seed=seed,
                             save_every=save_every, keep_checkpoints=keep_checkpoints, resume=resume,

@@ -11,7 +11,7 @@ import hashlib
 import json
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -97,6 +97,72 @@ def weigh_negatives(samples: Sequence[Sample], weight: float) -> list[Sample]:
     return list(samples)
 
 
+def value_positions(decode: Callable[[list[int]], str], ids: Sequence[int], values: Iterable[str]) -> set[int]:
+    """Positions in ``ids`` (one turn's sampled tokens) whose decoded characters overlap one of ``values`` as the
+    turn wrote it: the value itself, or as JSON writes it inside a string (``\\"``, ``\\u00e9``). Every
+    occurrence counts, the one inside the call and one the turn's text repeats. ``decode`` is the tokenizer's
+    (special tokens kept); a token's characters are where decoding the turn up to it ends."""
+    ids = list(ids)
+    text = decode(ids)
+    ranges = []
+    for value in values:
+        for form in {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}:
+            at = text.find(form) if form else -1
+            while at >= 0:
+                ranges.append((at, at + len(form)))
+                at = text.find(form, at + 1)
+    out: set[int] = set()
+    begin = 0
+    for k in range(len(ids)):
+        # a prefix that ends inside a multi-byte character decodes to a replacement character: keep ends monotone
+        end = min(max(begin, len(decode(ids[: k + 1]))), len(text))
+        if any(a < end and begin < b for a, b in ranges):
+            out.add(k)
+        begin = end
+    return out
+
+
+def blame_invented(sample: Sample, trajectory: Trajectory, decode: Callable[[list[int]], str], *,
+                   truncated: bool = False) -> int:  # fmt: skip
+    """Credit for a made-up argument value (``toolworld.scoring.grounding``): in a turn that sent a value no
+    earlier message held, a negative advantage stays on that value's tokens and leaves the rest of the turn:
+
+        A'_t = 0     if A_t < 0 and t is in a turn that made up values V, outside the tokens of every v in V
+        A'_t = A_t   otherwise
+
+    Why: a failed trial whose lookup made up an email (the customer gave a name and zip code) lowers the whole
+    turn, the choice of ``find_user_by_email`` with the address; a small policy then shuns the email lookup where
+    the email was given (``docs/benchmarks.md``, "Made-up arguments"). Held to the value, the update says what
+    was wrong: the address, not the tool. The turn's other tokens get 0, not a positive advantage: the trial still
+    failed. Positive advantages, turns that made nothing up and turns whose values the decoded tokens do not show
+    are left as they were. ``trajectory`` is the sample's (its messages say what was made up, its turns pair with
+    the sample's sampled spans, :func:`sampled_turns`). Changes ``sample.token_advantages`` in place (set from
+    ``advantage`` when a turn changes) and returns the number of turns changed.
+    """
+    from ..scoring.grounding import invented_arguments
+
+    made_up: dict[int, list[str]] = defaultdict(list)
+    for item in invented_arguments(trajectory.messages):
+        made_up[item.turn].append(item.value)
+    if not made_up:
+        return 0
+    advantages = sample.token_advantage_list()
+    changed = 0
+    for turn, (start, end) in sampled_turns(trajectory, sample, truncated=truncated):
+        if turn not in made_up or not any(a < 0 for a in advantages[start:end]):
+            continue
+        keep = value_positions(decode, sample.input_ids[start:end], made_up[turn])
+        if not keep:
+            continue
+        for k in range(start, end):
+            if advantages[k] < 0 and k - start not in keep:
+                advantages[k] = 0.0
+        changed += 1
+    if changed:
+        sample.token_advantages = advantages
+    return changed
+
+
 # ------------------------------------------------------------------------------------------------- GiGPO
 
 
@@ -138,6 +204,14 @@ def turn_spans(loss_mask: Sequence[int]) -> list[tuple[int, int]]:
     return spans
 
 
+def _paired(trajectory: Trajectory) -> None:
+    """Raise ``TrainDataError('turns_mismatch')`` unless ``trajectory`` has one turn record per assistant message."""
+    said = sum(m.get("role") == "assistant" for m in trajectory.messages)
+    if said != len(trajectory.turns):
+        raise TrainDataError("turns_mismatch", f"trial {trajectory.trial} of {trajectory.task_id} has {said} "
+                             f"assistant messages but {len(trajectory.turns)} turns")  # fmt: skip
+
+
 def anchor_states(trajectory: Trajectory) -> list[str]:
     """The anchor state of each turn of ``trajectory`` (one per ``trajectory.turns``, in order): a hash of the
     world's state when the turn was taken (``TurnRecord.state_hash``) and of everything the environment had shown
@@ -152,10 +226,7 @@ def anchor_states(trajectory: Trajectory) -> list[str]:
 
     Raises ``TrainDataError('turns_mismatch')`` when the assistant messages and the turns do not pair up.
     """
-    said = sum(m.get("role") == "assistant" for m in trajectory.messages)
-    if said != len(trajectory.turns):
-        raise TrainDataError("turns_mismatch", f"trial {trajectory.trial} of {trajectory.task_id} has {said} "
-                             f"assistant messages but {len(trajectory.turns)} turns")  # fmt: skip
+    _paired(trajectory)
     anchors, seen, turns = [], hashlib.sha256(), iter(trajectory.turns)
     for msg in trajectory.messages:
         if msg.get("role") == "assistant":
@@ -167,26 +238,39 @@ def anchor_states(trajectory: Trajectory) -> list[str]:
     return anchors
 
 
-def episode_from_trajectory(trajectory: Trajectory, sample: Sample, reward: float, *,
-                            truncated: bool = False) -> Episode:  # fmt: skip
-    """A GiGPO ``Episode`` from a token-level trial: one step per assistant turn that sampled tokens, its
-    anchor state from :func:`anchor_states` (the world's state and what the agent had been shown), its span the
-    turn's sampled tokens in ``sample`` (``turn_spans`` of the loss mask, in order), and the outcome reward on
-    the last step (the environment gives no reward before the end).
+def sampled_turns(trajectory: Trajectory, sample: Sample, *, truncated: bool = False) -> list[tuple[int, tuple[int, int]]]:
+    """``(turn, span)`` of each assistant turn of ``trajectory`` that sampled tokens, in order: ``turn`` its index
+    among the assistant messages (as ``TurnRecord.index`` and :func:`anchor_states` count them), ``span`` its
+    sampled tokens in ``sample`` (``turn_spans`` of the loss mask). Turns a lead played (``no_sampled_ids``, see
+    ``rollout/branch.py``) hold no sampled token and are skipped. A sample cut to its first tokens (``truncated``)
+    keeps the turns it still holds.
 
     Raises ``TrainDataError('turns_mismatch')`` when the sampled segments and the turns do not pair up (a buffer
-    that is not this trajectory's), rather than pairing states with the wrong tokens. A sample cut to its first
-    tokens (``truncated``) keeps the steps of the turns it still holds.
+    that is not this trajectory's), rather than pairing turns with the wrong tokens.
     """
-    anchors = [a for t, a in zip(trajectory.turns, anchor_states(trajectory), strict=True)
-               if not t.meta.get("no_sampled_ids")]  # fmt: skip
+    _paired(trajectory)
+    turns = [i for i, t in enumerate(trajectory.turns) if not t.meta.get("no_sampled_ids")]
     spans = turn_spans(sample.loss_mask)
-    if truncated and len(spans) < len(anchors):
-        anchors = anchors[: len(spans)]
-    if len(anchors) != len(spans):
-        raise TrainDataError("turns_mismatch", f"{len(spans)} sampled segments in the buffer but {len(anchors)} turns "
+    if truncated and len(spans) < len(turns):
+        turns = turns[: len(spans)]
+    if len(turns) != len(spans):
+        raise TrainDataError("turns_mismatch", f"{len(spans)} sampled segments in the buffer but {len(turns)} turns "
                              f"that sampled tokens in trial {trajectory.trial} of {trajectory.task_id}")  # fmt: skip
-    steps = [Step(state=anchor, span=span, reward=0.0) for anchor, span in zip(anchors, spans, strict=True)]
+    return list(zip(turns, spans, strict=True))
+
+
+def episode_from_trajectory(trajectory: Trajectory, sample: Sample, reward: float, *,
+                            truncated: bool = False) -> Episode:  # fmt: skip
+    """A GiGPO ``Episode`` from a token-level trial: one step per assistant turn that sampled tokens
+    (:func:`sampled_turns`), its anchor state from :func:`anchor_states` (the world's state and what the agent had
+    been shown), its span the turn's sampled tokens in ``sample``, and the outcome reward on the last step (the
+    environment gives no reward before the end).
+
+    Raises ``TrainDataError('turns_mismatch')`` when the sampled segments and the turns do not pair up.
+    """
+    anchors = anchor_states(trajectory)
+    steps = [Step(state=anchors[turn], span=span, reward=0.0)
+             for turn, span in sampled_turns(trajectory, sample, truncated=truncated)]  # fmt: skip
     if steps:
         steps[-1].reward = reward
     return Episode(group=sample.group or trajectory.task_id, reward=reward, length=len(sample.input_ids), steps=steps)

@@ -19,6 +19,8 @@ One step of :func:`train_grpo`::
              (gigpo adds, per turn's tokens, the step-level advantage over turns taken in the same situation:
               same world state, same user and tool messages so far)
     A_t    = neg_weight * A_t where A_t < 0                    # 1: the plain gradient (advantages.weigh_negatives)
+    A_t    = 0 where A_t < 0 in a turn that made up an argument  # blame_invented: the blame stays on the made-up
+             value, outside that value's tokens                #   value's tokens (advantages.blame_invented)
     pi_old = trainer logprobs of the sampled tokens (no grad, once)
     repeat `updates` times: one optimizer step on policy_loss  # clipped surrogate, TIS, optional k3 KL
                                                                # kl_ties: k trials of each group left out add
@@ -177,12 +179,13 @@ Scorer = Callable[["Task", "Trajectory"], "Score"]
 _RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "reward", "lr", "clip", "tis_cap", "kl_coef", "updates",
                 "max_tokens", "temperature", "max_len", "optimizer", "min_groups", "max_draws", "balance", "guide",
                 "sft_coef", "sft_batch", "reward_control", "lora", "lora_r", "lora_alpha", "neg_weight",
-                "overlong_penalty", "kl_ties", "branch", "branch_from_start")  # fmt: skip
+                "overlong_penalty", "kl_ties", "branch", "branch_from_start", "blame_invented")  # fmt: skip
 #: What a checkpoint written before a key was recorded was trained with: the value then, not today's default (an
 #: AdamW checkpoint resumed as SGD would load Adam's moments into SGD and fail a whole sampling step later).
 _LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw", "min_groups": 0, "max_draws": 4, "balance": False, "guide": "",
            "sft_coef": 0.0, "sft_batch": 4, "reward_control": "none", "lora": False, "lora_r": 16, "lora_alpha": 32,
-           "neg_weight": 1.0, "overlong_penalty": 0.0, "kl_ties": 0, "branch": "", "branch_from_start": 0.0}
+           "neg_weight": 1.0, "overlong_penalty": 0.0, "kl_ties": 0, "branch": "", "branch_from_start": 0.0,
+           "blame_invented": False}
 
 
 def _adamw(params: list[Any], config: GRPOConfig) -> Any:
@@ -277,6 +280,10 @@ class GRPOConfig:
     #: Scale of negative advantages (:func:`~toolworld.train.advantages.weigh_negatives`): 1 the plain gradient,
     #: below 1 failures push down less than successes pull up, 0 reinforces successes only.
     neg_weight: float = 1.0
+    #: In a turn that sent an argument value no earlier message held, keep a negative advantage on that value's
+    #: tokens alone (:func:`~toolworld.train.advantages.blame_invented`): the made-up address is lowered, not the
+    #: lookup tool it was sent to.
+    blame_invented: bool = False
     #: Taken off the reward of a trial that a turn's token cap cut (:func:`penalize_overlong`; 0: none).
     overlong_penalty: float = 0.0
     #: ``partial``: the score's reward (weighted components); ``success``: 1.0 when the trial succeeded, else 0.0.
@@ -444,6 +451,8 @@ class GRPOStep:
     seconds: float
     sample_s: float
     update_s: float
+    #: Turns of the trained groups whose negative advantage ``blame_invented`` held to a made-up value (0 without it).
+    blamed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
@@ -696,12 +705,15 @@ def _spread_groups(samples: Sequence[Sample]) -> set[str]:
 
 def advantaged(pairs: Sequence[tuple[Trajectory, Score]], config: GRPOConfig, *,
                render: Callable[[Trajectory], tuple[list[int], list[int]]] | None = None, step: int = 0,
+               decode: Callable[[list[int]], str] | None = None,
                ) -> tuple[list[Sample], list[Sample], set[str]]:  # fmt: skip
     """One step's scored trials as training samples with ``config.advantage``'s advantages: all of them, those the
     update trains on (groups whose rewards differ, with a token to learn), and those groups. ``render`` makes the
     tokens of trials without a buffer (a guide's, :func:`guide_renderer`); each is a member of its task's group.
-    ``config.reward_control`` rewrites the rewards first, by ``(config.seed, step)``."""
-    from .advantages import assign, weigh_negatives
+    ``config.reward_control`` rewrites the rewards first, by ``(config.seed, step)``. ``decode`` (the tokenizer's,
+    special tokens kept) is needed with ``config.blame_invented``, which records per sample the turns it changed
+    in ``meta["blamed_turns"]``."""
+    from .advantages import assign, blame_invented, weigh_negatives
 
     samples = samples_from_trajectories(pairs, max_len=config.max_len, render=render)
     REWARD_CONTROLS[config.reward_control](samples, derive_seed("grpo-control", config.seed, step))
@@ -709,6 +721,15 @@ def advantaged(pairs: Sequence[tuple[Trajectory, Score]], config: GRPOConfig, *,
     if config.advantage == "gigpo":
         _step_level(samples, pairs)
     weigh_negatives(samples, config.neg_weight)
+    if config.blame_invented:
+        if decode is None:
+            raise GRPOError("blame_invented needs the tokenizer's decode: it finds the made-up values' tokens",
+                            kind="invalid_option")  # fmt: skip
+        trajectories = {(t.task_id, t.trial): t for t, _ in pairs}
+        for s in samples:
+            if not s.meta.get("rendered"):  # a guide's trial passed: nothing to blame
+                s.meta["blamed_turns"] = blame_invented(s, trajectories[(s.meta["task_id"], s.meta["trial"])], decode,
+                                                        truncated="truncated_from" in s.meta)  # fmt: skip
     spread = _spread_groups(samples)
     return samples, [s for s in samples if s.group in spread and any(s.loss_mask)], spread
 
@@ -1128,6 +1149,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     if config.overlong_penalty:
         scorer = penalize_overlong(scorer, config.overlong_penalty)
     guide, render = _guide(config, tokenizer, world)
+    decode = functools.partial(tokenizer.decode, skip_special_tokens=False)  # blame_invented's value tokens
     lead = _policy_spec(config.branch, "branch")
     by_id = {t.id: t for t in tasks}
     result = GRPOResult(config.out, start, config.steps, resumed_from=start, evals=_read_evals(config.out))
@@ -1222,7 +1244,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                 if all(have[t] >= quota for t in targets) if quota else len(differ) >= config.min_groups:
                     break
             t_sampled = time.perf_counter()
-            samples, train_on, spread = advantaged([*pairs, *guided], config, render=render, step=step)
+            samples, train_on, spread = advantaged([*pairs, *guided], config, render=render, step=step,
+                                                   decode=decode)  # fmt: skip
             if quota:
                 spread = set(_even([g for g in taken if g in spread], target, quota))
                 train_on = [s for s in train_on if s.group in spread]
@@ -1246,7 +1269,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                 anchored=len(anchors) if train_on else 0, kl_ties=stats.get("kl_ties"),
                 logprob_gap=stats.get("logprob_gap"), grad_norm=stats.get("grad_norm"), tokens=tokens,
                 tokens_per_s=tokens / max(took, 1e-9), seconds=took, sample_s=t_sampled - t0,
-                update_s=time.perf_counter() - t_sampled)  # fmt: skip
+                update_s=time.perf_counter() - t_sampled,
+                blamed=sum(s.meta.get("blamed_turns", 0) for s in train_on))  # fmt: skip
             result.log.append(entry)
             result.steps = step + 1
             log.write(json.dumps(entry.to_dict()) + "\n")
