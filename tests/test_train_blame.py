@@ -21,7 +21,6 @@ from toolworld.scoring.grounding import invented_arguments  # noqa: E402
 from toolworld.scoring.verify import score_trajectory  # noqa: E402
 from toolworld.train.advantages import blame_invented, turn_spans  # noqa: E402
 from toolworld.train.grpo import GRPOConfig, GRPOError, advantaged, samples_from_trajectories  # noqa: E402
-from toolworld.world import get_world  # noqa: E402
 
 MADE_UP = "jane.madeup@example.com"
 
@@ -42,11 +41,6 @@ class TextEngine:
 @pytest.fixture(scope="module")
 def tokenizer() -> Any:
     return smollm2_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def world() -> Any:
-    return get_world("retail")
 
 
 def lookup(email: str) -> str:

@@ -85,6 +85,13 @@ add ``kl_coef`` times their k3 to the reference, summed over their tokens and di
 count, so an anchored token weighs what a trained token's KL weighs and the policy gradient is not thinned by them.
 A tied group has no advantage, so every update here leaves it out, and its KL with it (with or without dynamic
 sampling); an implementation that keeps tied groups in its batch holds them with its KL by construction.
+``blame_invented`` moves a failed turn's blame onto what it made up. A small policy fills a call's arguments with
+what it saw in training (an email for a customer who gave a name and a zip code, an order number no tool returned);
+the episode fails, and the plain update lowers the whole turn, the tool with the value. On SmolLM2-135M the
+email lookups that made up an address were all lowered, and the held-out policy then shunned ``find_user_by_email``
+where the email was given (b2, docs/benchmarks.md). With it, in a turn that sent a value no earlier message held
+(``scoring.grounding``) and carries a negative advantage, only that value's tokens keep it
+(``advantages.blame_invented``); each step logs the turns it changed (``blamed``).
 Trials that ended on an infra error are not scored and take no part in their group.
 
 The model stays in eval mode throughout: dropout would make ``pi`` and ``pi_old`` different functions of the
