@@ -114,6 +114,22 @@ def _first_argument(messages: list[dict[str, Any]], arg: str) -> tuple[bool, Any
     return False, None
 
 
+def made_up_outcomes(run_dir: Path) -> dict[str, Any]:
+    """The evaluation run's trials that sent an argument value no earlier message held (an email the customer never
+    gave, an order number no tool returned; ``toolworld.scoring.grounding``): how many, how many of them failed, and
+    the values per ``tool.argument``. Most failures of a small policy share it, and a stage can trade one kind of
+    made-up value for another while pass^1 stays put."""
+    from toolworld.scoring.grounding import made_up_counts
+    from toolworld.store.runstore import RunStore
+
+    store = RunStore.open(run_dir)
+    try:
+        return made_up_counts((traj.messages, bool(score is not None and score.success))
+                              for traj, score, _facts in store.trials())  # fmt: skip
+    finally:
+        store.close()
+
+
 def pick_outcomes(run_dir: Path, tasks: list[Task]) -> dict[str, dict[str, int]]:
     """How the trials of an evaluation run picked the values their customers only described ("the order I placed
     on April 16"): for each such value, the first tool call given an argument gold fills with it was ``right`` or
@@ -389,6 +405,8 @@ class Bench:
                "by_demand": summary.get("by_demand") or {},
                # the described orders picked right: one step of a task, so it moves with less noise than pass^1
                "picks": pick_outcomes(folder, self.heldout),
+               # the trials that made up an argument value (most failures share it), and which values
+               "made_up": made_up_outcomes(folder),
                # how the trials ended: a stage that fails by running out of turns differs from one that answers wrong
                "terminations": summary.get("terminations") or {},
                "train_wall_s": round(train_wall_s, 1), "eval_wall_s": round(time.perf_counter() - started, 1),
@@ -396,7 +414,8 @@ class Bench:
         (self.out / f"{name}.json").write_text(json.dumps(row, indent=2), encoding="utf-8")
         picks = row["picks"]["all"]
         print(f"[{name}] held-out pass^1 {row['pass1']:.3f} [{lo:.3f}, {hi:.3f}] (n={row['n']}, k={k}), described values "
-              f"picked right {picks['right']} of {sum(picks.values())}; train {train_wall_s:.0f}s "
+              f"picked right {picks['right']} of {sum(picks.values())}; {row['made_up']['trials']} trials made up "
+              f"an argument; train {train_wall_s:.0f}s "
               f"eval {row['eval_wall_s']:.0f}s", flush=True)  # fmt: skip
         return row
 

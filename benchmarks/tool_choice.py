@@ -29,6 +29,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from toolworld.scoring.grounding import made_up_counts
+
 
 def _lead_chose(messages: list[dict[str, Any]], lead_turns: int, targets: set[str]) -> bool:
     """Whether a branch's lead (``train grpo --branch``) made a target call in its first ``lead_turns`` turns."""
@@ -53,21 +55,6 @@ def _counts(trials: Iterable[tuple[str, list[dict[str, Any]], bool]], asked: dic
     return {"trials": sum(sum(c.values()) for c in ended.values()), "right": right,
             "asked": {k: {"ended": dict(v), "trials": sum(v.values()), "passed": passed[k]}
                       for k, v in sorted(ended.items())}}  # fmt: skip
-
-
-def _made_up(trials: Iterable[tuple[str, list[dict[str, Any]], bool]]) -> dict[str, Any]:
-    """Trials that sent a made-up argument value, how many of them failed, and the made-up values per
-    ``tool.argument``."""
-    from toolworld.scoring.grounding import invented_arguments
-
-    values: collections.Counter[str] = collections.Counter()
-    trials_with = failed = 0
-    for _task, messages, success in trials:
-        found = invented_arguments(messages)
-        values.update(f"{i.tool}.{i.argument}" for i in found)
-        trials_with += bool(found)
-        failed += bool(found) and not success
-    return {"trials": trials_with, "failed": failed, "values": dict(values.most_common())}
 
 
 def _called(messages: list[dict[str, Any]]) -> set[str]:
@@ -97,7 +84,7 @@ def tool_choice(run_dir: Path) -> dict[str, Any]:
     finally:
         store.close()
     return {"run": str(run_dir), **_counts(trials, asked),
-            "never_called": dict(sorted(never_called.items())), "made_up": _made_up(trials)}
+            "never_called": dict(sorted(never_called.items())), "made_up": made_up_counts((m, ok) for _, m, ok in trials)}
 
 
 class ChoiceError(Exception):
@@ -138,7 +125,7 @@ def training_choice(grpo_dir: Path, tasks_file: Path) -> dict[str, Any]:
             if _lead_chose(messages, int(rec.get("lead_turns") or 0), targets):
                 continue
             by_step[int(rec["step"])].append((rec["task_id"], messages, bool(rec["success"])))
-    steps = [{"step": step, **_counts(trials, asked), "made_up": _made_up(trials)}
+    steps = [{"step": step, **_counts(trials, asked), "made_up": made_up_counts((m, ok) for _, m, ok in trials)}
              for step, trials in sorted(by_step.items())]  # fmt: skip
     return {"run": str(grpo_dir), "trials": sum(s["trials"] for s in steps), "right": sum(s["right"] for s in steps),
             "steps": steps}

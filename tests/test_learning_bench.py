@@ -119,6 +119,11 @@ def test_the_pick_of_a_described_value_is_read_from_the_first_call_that_takes_it
     assert bench.pick_outcomes(tmp_path / "misread", tasks)["all"] == {"right": 0, "wrong": 4, "none": 0}
     assert bench.pick_outcomes(tmp_path / "idle", tasks)["all"] == {"right": 0, "wrong": 0, "none": 4}
     assert bench.pick_outcomes(tmp_path / "gold", [])["all"] == {"right": 0, "wrong": 0, "none": 0}  # not its tasks
+    # the misreading policy's first call sends an order number nobody gave: every trial made one up, and gold none
+    assert bench.made_up_outcomes(tmp_path / "gold") == bench.made_up_outcomes(tmp_path / "idle") == {
+        "trials": 0, "failed": 0, "values": {}}  # fmt: skip
+    misread = bench.made_up_outcomes(tmp_path / "misread")
+    assert misread["trials"] == 4 and misread["values"]["get_order_details.order_id"] == 4
 
 
 class Recorder:

@@ -24,11 +24,12 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Invented", "grounded", "invented_arguments", "tool_call_arguments"]
+__all__ = ["Invented", "grounded", "invented_arguments", "made_up_counts", "tool_call_arguments"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,3 +108,16 @@ def invented_arguments(messages: Sequence[Mapping[str, Any]]) -> list[Invented]:
                        if not grounded(text, sources))  # fmt: skip
         turn += 1
     return out
+
+
+def made_up_counts(trials: Iterable[tuple[Sequence[Mapping[str, Any]], bool]]) -> dict[str, Any]:
+    """Over ``(messages, passed)`` trials: how many made up an argument value (:func:`invented_arguments`), how
+    many of those failed, and the made-up values per ``tool.argument``, most frequent first."""
+    values: Counter[str] = Counter()
+    made = failed = 0
+    for messages, passed in trials:
+        found = invented_arguments(messages)
+        values.update(f"{i.tool}.{i.argument}" for i in found)
+        made += bool(found)
+        failed += bool(found) and not passed
+    return {"trials": made, "failed": failed, "values": dict(values.most_common())}

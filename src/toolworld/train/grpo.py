@@ -91,7 +91,11 @@ the episode fails, and the plain update lowers the whole turn, the tool with the
 email lookups that made up an address were all lowered, and the held-out policy then shunned ``find_user_by_email``
 where the email was given (b2, docs/benchmarks.md). With it, in a turn that sent a value no earlier message held
 (``scoring.grounding``) and carries a negative advantage, only that value's tokens keep it
-(``advantages.blame_invented``); each step logs the turns it changed (``blamed``).
+(``advantages.blame_invented``); each step logs the turns it changed (``blamed``). On SmolLM2-135M it kept the
+email lookup (failures that never used the email 10 -> 7) and moved the made-up values onto order ids instead: a
+made-up value is often the symptom of a tool called too early, and sparing that tool spares the wrong decision
+(15 held-out calls of ``get_order_details`` with an order number nobody gave, 14 before listing the orders; 55/100
+against SFT's 55), so it is off by default.
 Trials that ended on an infra error are not scored and take no part in their group.
 
 The model stays in eval mode throughout: dropout would make ``pi`` and ``pi_old`` different functions of the
