@@ -124,8 +124,8 @@ def made_up_outcomes(run_dir: Path) -> dict[str, Any]:
 
     store = RunStore.open(run_dir)
     try:
-        return made_up_counts((traj.messages, bool(score is not None and score.success))
-                              for traj, score, _facts in store.trials())  # fmt: skip
+        return made_up_counts((traj.messages, bool(score.success)) for traj, score, _facts in store.trials()
+                              if score is not None)  # a trial lost to an infra error was not scored  # fmt: skip
     finally:
         store.close()
 

@@ -76,15 +76,18 @@ def tool_choice(run_dir: Path) -> dict[str, Any]:
         tasks = {t.id: t for t in store.tasks()}
         asked = {i: ",".join(t.provenance.targets) for i, t in tasks.items()}
         trials = []
+        scored = []  # (messages, passed) of the trials that were scored: one lost to an infra error did not fail
         for traj, score, _facts in store.trials():
             trials.append((traj.task_id, traj.messages, bool(score is not None and score.success)))
+            if score is not None:
+                scored.append((traj.messages, bool(score.success)))
             if score is None or score.success:
                 continue
             never_called.update({a.name for a in tasks[traj.task_id].gold_actions} - _called(traj.messages))
     finally:
         store.close()
     return {"run": str(run_dir), **_counts(trials, asked),
-            "never_called": dict(sorted(never_called.items())), "made_up": made_up_counts((m, ok) for _, m, ok in trials)}
+            "never_called": dict(sorted(never_called.items())), "made_up": made_up_counts(scored)}
 
 
 class ChoiceError(Exception):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolworld.scoring.grounding import Invented, grounded, invented_arguments
+from toolworld.scoring.grounding import Invented, grounded, invented_arguments, made_up_counts
 
 
 def call(name: str, arguments: Any) -> dict[str, Any]:
@@ -48,3 +48,26 @@ def test_only_whole_values_in_earlier_messages_that_the_agent_did_not_write_coun
     ]
     assert grounded("SMITH", ["my family name is smith and my email is xa@b.com."])
     assert not grounded("xa@b.co", ["my email is xa@b.com."])
+
+
+def test_an_error_that_echoes_a_made_up_value_does_not_ground_its_retry() -> None:
+    """The world's error repeats what it was given ("No customer has the email '...'"): a retry with the same
+    made-up value is made up again, and a name taken from the front of an address was not given either."""
+    made = "jane.doe@example.com"
+    messages = [
+        {"role": "user", "content": "Hi, my email is mia.garcia@example.com."},
+        call("find_user_by_email", {"email": made}),
+        {"role": "tool", "content": json.dumps({"error": {"type": "not_found",
+                                                          "message": f"No customer has the email '{made}'."}})},
+        call("find_user_by_email", {"email": made}),
+        call("find_user_by_name_zip", {"first_name": "Mia", "last_name": "Garcia", "zip": "78701"}),
+    ]
+    assert [(i.turn, i.argument) for i in invented_arguments(messages)] == [
+        (0, "email"), (1, "email"), (2, "first_name"), (2, "last_name"), (2, "zip")]  # names only inside the address
+
+
+def test_made_up_counts_fold_list_positions_and_count_failed_trials() -> None:
+    made_up = [call("return_items", {"order_id": "#W1", "items": [{"item_id": "a1"}, {"item_id": "b2"}]})]
+    given = [{"role": "user", "content": "order #W1, items a1 and b2"}, *made_up]
+    assert made_up_counts([(made_up, False), (given, False), (made_up, True)]) == {
+        "trials": 2, "failed": 1, "values": {"return_items.items.*.item_id": 4, "return_items.order_id": 2}}

@@ -100,3 +100,24 @@ def test_grpo_blames_through_advantaged_and_needs_the_decoder(world, tokenizer, 
     plain, _, _ = advantaged(pairs, GRPOConfig(out=tmp_path, reward="success"), decode=decode)
     lowered = [a for a in samples[0].token_advantage_list() if a < 0]
     assert 0 < len(lowered) < sum(a < 0 for a in plain[0].token_advantage_list())
+
+
+def test_a_value_is_found_where_the_call_writes_it_and_nowhere_else(tokenizer):
+    """Quoted values are found between their quotes, numbers standing alone: a made-up ``order`` is not inside
+    ``get_order_details`` nor the ``order_id`` key, a made-up ``2`` not inside ``#W2234562``, and every byte token of
+    a character split over several (CJK in SmolLM2's byte-level vocabulary) is the value's."""
+    from toolworld.train.advantages import value_positions
+
+    decode = functools.partial(tokenizer.decode, skip_special_tokens=False)
+
+    def found(text: str, values: list[str]) -> str:
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        return decode([ids[k] for k in sorted(value_positions(decode, ids, values))])
+
+    call = '<tool_call>{"name": "get_order_details", "arguments": {"order_id": "order"}}</tool_call>'
+    assert found(call, ["order"]).strip() == "order"
+    counted = '<tool_call>{"name": "return_items", "arguments": {"order_id": "#W2234562", "quantity": 2}}</tool_call>'
+    assert found(counted, ["2"]).strip() == "2"
+    name = '<tool_call>{"name": "find_user_by_name_zip", "arguments": {"first_name": "李小龍"}}</tool_call>'
+    assert found(name, ["李小龍"]).strip() == "李小龍"
+    assert found(call, ["absent"]) == ""

@@ -1,22 +1,25 @@
 """Grounding: the argument values of an agent's tool calls that the conversation never showed it.
 
-A small policy that has learnt the shape of a call fills it with what it has seen in training: it looks a
-customer up as ``find_user_by_email(email="sarah_jones@example.com")`` when the customer gave a name and a zip
-code, or tracks ``#W1234567`` when no tool ever returned that order. Such a call fails, and so does the episode,
-but the reward alone does not say which of its tokens were wrong: a policy-gradient update lowers the whole turn,
-the choice of tool with the made-up value, and a small model then shuns the tool where it was right
-(``docs/benchmarks.md``, "Made-up arguments"). This module says which values were made up, so that a trainer can
-put the blame on them (``GRPOConfig.blame_invented``) and a benchmark can count them.
+A small policy that has learnt the shape of a call fills it with what it has seen in training: it looks a customer
+up as ``find_user_by_email(email="sarah_jones@example.com")`` when the customer gave a name and a zip code, or reads
+order ``#9368`` (the digits of the customer's user id) when no tool ever returned that order. Such a call fails, and
+so does the episode, but the reward alone does not say which of its tokens were wrong: a policy-gradient update
+lowers the whole turn, the choice of tool with the made-up value, and a small model then shuns the tool where it was
+right (``docs/benchmarks.md``, "Made-up arguments"). This module says which values were made up, so that a trainer
+can put the blame on them (``GRPOConfig.blame_invented``) and a benchmark can count them.
 
 A value is **grounded** when a message the environment had shown the agent before the call holds it: the system
-prompt, the user's messages, the tool results. It must appear as a whole (not inside a longer word or address:
-``mia`` is not grounded by "family"), compared case-insensitively. Strings and integers are checked, inside lists
-and objects too; booleans, floats (an amount is rendered many ways) and empty strings are not. The agent's own
-messages are no source: a value it made up once stays made up when it repeats it.
+prompt, the user's messages, the tool results that are not errors (an error repeats the value it was given: "No
+customer has the email '...'", which grounds nothing). It must appear as a whole (not inside a longer word or
+address: ``mia`` is grounded neither by "family" nor by "mia.garcia@example.com"), compared case-insensitively.
+Strings and integers are checked, inside lists and objects too; booleans, floats (an amount is rendered many ways)
+and empty strings are not. The agent's own messages are no source: a value it made up once stays made up when it
+repeats it.
 
-What it cannot tell: a value the agent derived rather than copied (a date rewritten in another format, a sum)
-looks made up, and so does an enumerated value the system prompt does not list. So it is a measure and a hint
-for credit assignment, not a score component: the score judges the end state and what the user was told.
+What it cannot tell: a value the agent derived rather than copied (a date rewritten in another format, a sum) looks
+made up, and so does an enumerated value the system prompt does not list; a value the system prompt uses as an
+example (retail's ``#W1234567``) looks given. So it is a measure and a hint for credit assignment, not a score
+component: the score judges the end state and what the user was told.
 """
 
 from __future__ import annotations
@@ -59,10 +62,13 @@ def _leaves(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from _leaves(item, f"{path}.{i}")
 
 
+#: Around a whole value: no word or address character glued to it ("mia" not in "family" nor in "mia.garcia@x.com",
+#: "a@b.co" not in "xa@b.com"); a sentence's full stop after it is fine ("my email is a@b.com.").
+BEFORE, AFTER = r"(?<![\w@.])", r"(?![\w@]|\.\w)"
+
+
 def _pattern(text: str) -> re.Pattern[str]:
-    # a whole value: no word character or address character glued to either side ("mia" not in "family",
-    # "a@b.co" not in "xa@b.com")
-    return re.compile(r"(?<![\w@.])" + re.escape(text.lower()) + r"(?![\w@])")
+    return re.compile(BEFORE + re.escape(text.lower()) + AFTER)
 
 
 def grounded(value: str, sources: Sequence[str]) -> bool:
@@ -82,6 +88,18 @@ def tool_call_arguments(call: Mapping[str, Any]) -> tuple[str, Any]:
     return str(function.get("name") or ""), arguments
 
 
+def _is_error(message: Mapping[str, Any]) -> bool:
+    """Whether a tool message is an error result (``{"error": ...}``), which echoes the arguments it was given."""
+    content = message.get("content")
+    if message.get("role") != "tool" or not isinstance(content, str) or not content.lstrip().startswith("{"):
+        return False
+    try:
+        data = json.loads(content)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(data, Mapping) and "error" in data
+
+
 def _content(message: Mapping[str, Any]) -> str:
     content = message.get("content")
     if isinstance(content, list):  # content parts: their text
@@ -98,7 +116,8 @@ def invented_arguments(messages: Sequence[Mapping[str, Any]]) -> list[Invented]:
     turn = 0
     for message in messages:
         if message.get("role") != "assistant":
-            sources.append(_content(message))
+            if not _is_error(message):
+                sources.append(_content(message))
             continue
         for call in message.get("tool_calls") or []:
             name, arguments = tool_call_arguments(call)
@@ -110,14 +129,18 @@ def invented_arguments(messages: Sequence[Mapping[str, Any]]) -> list[Invented]:
     return out
 
 
+_LIST_POSITION = re.compile(r"(?<![^.])\d+(?=\.|$)")  # "items.0.item_id" -> "items.*.item_id"
+
+
 def made_up_counts(trials: Iterable[tuple[Sequence[Mapping[str, Any]], bool]]) -> dict[str, Any]:
     """Over ``(messages, passed)`` trials: how many made up an argument value (:func:`invented_arguments`), how
-    many of those failed, and the made-up values per ``tool.argument``, most frequent first."""
+    many of those failed, and the made-up values per ``tool.argument``, most frequent first (list positions folded:
+    ``items.*.item_id``)."""
     values: Counter[str] = Counter()
     made = failed = 0
     for messages, passed in trials:
         found = invented_arguments(messages)
-        values.update(f"{i.tool}.{i.argument}" for i in found)
+        values.update(f"{i.tool}.{_LIST_POSITION.sub('*', i.argument)}" for i in found)
         made += bool(found)
         failed += bool(found) and not passed
     return {"trials": made, "failed": failed, "values": dict(values.most_common())}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -99,24 +100,28 @@ def weigh_negatives(samples: Sequence[Sample], weight: float) -> list[Sample]:
 
 def value_positions(decode: Callable[[list[int]], str], ids: Sequence[int], values: Iterable[str]) -> set[int]:
     """Positions in ``ids`` (one turn's sampled tokens) whose decoded characters overlap one of ``values`` as the
-    turn wrote it: the value itself, or as JSON writes it inside a string (``\\"``, ``\\u00e9``). Every
-    occurrence counts, the one inside the call and one the turn's text repeats. ``decode`` is the tokenizer's
-    (special tokens kept); a token's characters are where decoding the turn up to it ends."""
+    call wrote it: a JSON string's content between its quotes (``"a@b.com"``, escapes as JSON writes them), or, for
+    a value no quoted string holds (a number), the value standing alone (``2`` not inside ``#W2234562``). So a
+    made-up ``order`` is not found inside ``get_order_details``. ``decode`` is the tokenizer's (special tokens
+    kept); a token's characters are where decoding the turn up to it ends, and a token that completes a character
+    split over several byte tokens belongs to that character."""
+    from ..scoring.grounding import AFTER, BEFORE
+
     ids = list(ids)
     text = decode(ids)
     ranges = []
     for value in values:
-        for form in {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}:
-            at = text.find(form) if form else -1
-            while at >= 0:
-                ranges.append((at, at + len(form)))
-                at = text.find(form, at + 1)
+        quoted = [m.span() for form in {json.dumps(value), json.dumps(value, ensure_ascii=False)}
+                  for m in re.finditer(re.escape(form), text)]  # fmt: skip
+        ranges += [(a + 1, b - 1) for a, b in quoted] or [m.span() for m in re.finditer(
+            BEFORE + re.escape(value) + AFTER, text)]  # fmt: skip
     out: set[int] = set()
     begin = 0
     for k in range(len(ids)):
         # a prefix that ends inside a multi-byte character decodes to a replacement character: keep ends monotone
         end = min(max(begin, len(decode(ids[: k + 1]))), len(text))
-        if any(a < end and begin < b for a, b in ranges):
+        lo = begin - 1 if end == begin and begin > 0 else begin  # no character of its own: the one it completes
+        if any(a < max(end, lo + 1) and lo < b for a, b in ranges):
             out.add(k)
         begin = end
     return out
@@ -141,12 +146,14 @@ def blame_invented(sample: Sample, trajectory: Trajectory, decode: Callable[[lis
     """
     from ..scoring.grounding import invented_arguments
 
+    advantages = sample.token_advantage_list()
+    if not any(a < 0 for a in advantages):  # nothing lowered: nothing to move (and no turns to pair)
+        return 0
     made_up: dict[int, list[str]] = defaultdict(list)
     for item in invented_arguments(trajectory.messages):
         made_up[item.turn].append(item.value)
     if not made_up:
         return 0
-    advantages = sample.token_advantage_list()
     changed = 0
     for turn, (start, end) in sampled_turns(trajectory, sample, truncated=truncated):
         if turn not in made_up or not any(a < 0 for a in advantages[start:end]):
@@ -238,7 +245,8 @@ def anchor_states(trajectory: Trajectory) -> list[str]:
     return anchors
 
 
-def sampled_turns(trajectory: Trajectory, sample: Sample, *, truncated: bool = False) -> list[tuple[int, tuple[int, int]]]:
+def sampled_turns(trajectory: Trajectory, sample: Sample, *,
+                  truncated: bool = False) -> list[tuple[int, tuple[int, int]]]:  # fmt: skip
     """``(turn, span)`` of each assistant turn of ``trajectory`` that sampled tokens, in order: ``turn`` its index
     among the assistant messages (as ``TurnRecord.index`` and :func:`anchor_states` count them), ``span`` its
     sampled tokens in ``sample`` (``turn_spans`` of the loss mask). Turns a lead played (``no_sampled_ids``, see

@@ -94,7 +94,7 @@ where the email was given (b2, docs/benchmarks.md). With it, in a turn that sent
 (``advantages.blame_invented``); each step logs the turns it changed (``blamed``). On SmolLM2-135M it kept the
 email lookup (failures that never used the email 10 -> 7) and moved the made-up values onto order ids instead: a
 made-up value is often the symptom of a tool called too early, and sparing that tool spares the wrong decision
-(15 held-out calls of ``get_order_details`` with an order number nobody gave, 14 before listing the orders; 55/100
+(16 held-out trials call ``get_order_details`` with an order number nobody gave, 14 before listing the orders; 55/100
 against SFT's 55), so it is off by default.
 Trials that ended on an infra error are not scored and take no part in their group.
 
