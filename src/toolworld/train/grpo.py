@@ -691,17 +691,21 @@ def _all_failed(pairs: Sequence[tuple[Trajectory, Score]]) -> list[str]:
     return [task for task, passed in verdicts.items() if not any(passed)]
 
 
+def _trial_of(pairs: Sequence[tuple[Trajectory, Score]]) -> Callable[[Sample], Trajectory]:
+    """The trajectory each sample of ``pairs`` was made from, by its (task, trial)."""
+    trajectories = {(t.task_id, t.trial): t for t, _ in pairs}
+    return lambda s: trajectories[(s.meta["task_id"], s.meta["trial"])]
+
+
 def _step_level(samples: Sequence[Sample], pairs: Sequence[tuple[Trajectory, Score]]) -> None:
     """GiGPO: per-token advantages from the episode level plus the step level, the anchor states being the world
     state each turn was taken in and what the agent had been shown by then (``advantages.anchor_states``); see
     :func:`toolworld.train.advantages.gigpo`."""
     from .advantages import episode_from_trajectory, gigpo
 
-    trajectories = {(t.task_id, t.trial): t for t, _ in pairs}
-    episodes = []
-    for s in samples:
-        traj = trajectories[(s.meta["task_id"], s.meta["trial"])]
-        episodes.append(episode_from_trajectory(traj, s, float(s.meta["reward"]), truncated="truncated_from" in s.meta))
+    trial_of = _trial_of(pairs)
+    episodes = [episode_from_trajectory(trial_of(s), s, float(s.meta["reward"]), truncated="truncated_from" in s.meta)
+                for s in samples]  # fmt: skip
     for s, advantages in zip(samples, gigpo(episodes), strict=True):
         s.token_advantages = advantages
 
@@ -736,11 +740,10 @@ def advantaged(pairs: Sequence[tuple[Trajectory, Score]], config: GRPOConfig, *,
         if decode is None:
             raise GRPOError("blame_invented needs the tokenizer's decode: it finds the made-up values' tokens",
                             kind="invalid_option")  # fmt: skip
-        trajectories = {(t.task_id, t.trial): t for t, _ in pairs}
+        trial_of = _trial_of(pairs)
         for s in samples:
             if not s.meta.get("rendered"):  # a guide's trial passed: nothing to blame
-                s.meta["blamed_turns"] = blame_invented(s, trajectories[(s.meta["task_id"], s.meta["trial"])], decode,
-                                                        truncated="truncated_from" in s.meta)  # fmt: skip
+                s.meta["blamed_turns"] = blame_invented(s, trial_of(s), decode, truncated="truncated_from" in s.meta)
     spread = _spread_groups(samples)
     return samples, [s for s in samples if s.group in spread and any(s.loss_mask)], spread
 
