@@ -56,7 +56,7 @@ from toolworld.pipeline import run
 from toolworld.scoring.metrics import paired_gain, task_interval, wilson
 from toolworld.tasks.generate import generate
 from toolworld.tasks.model import DEMANDS, Task, TaskSet
-from toolworld.train.grpo import ADVANTAGES, REWARD_CONTROLS, REWARDS
+from toolworld.train.grpo import ADVANTAGES, BRANCH_AT, REWARD_CONTROLS, REWARDS
 
 STAGES = ("base", "sft", "rft", "grpo")
 #: what :meth:`Bench.evaluate` writes into a stage's row (the rest is its training's)
@@ -147,12 +147,7 @@ def pick_outcomes(run_dir: Path, tasks: list[Task]) -> dict[str, dict[str, int]]
         store.close()
     for rec in records:
         task = by_id.get(rec["task_id"])
-        for need in task.scenario.needs if task is not None else ():
-            if not isinstance(need.value, str):
-                continue
-            arg = next((k for a in task.gold_actions for k, v in a.arguments.items() if v == need.value), None)
-            if arg is None:
-                continue
+        for need, arg in task.described_arguments() if task is not None else ():
             taken, given = _first_argument(rec["messages"], arg)
             outcome = "none" if not taken else "right" if given == need.value else "wrong"
             kinds = ("all", "dated") if SAID_DATE.search(need.phrase) else ("all",)
@@ -556,7 +551,7 @@ class Bench:
                             max_len=a.max_len,
                             updates=a.grpo_updates, min_groups=a.grpo_min_groups, max_draws=a.grpo_max_draws,
                             balance=a.grpo_balance, guide=a.grpo_guide or "", branch=a.grpo_branch or "",
-                            branch_from_start=a.grpo_branch_from_start,
+                            branch_from_start=a.grpo_branch_from_start, branch_at=a.grpo_branch_at,
                             blame_invented=a.grpo_blame_invented, sft_coef=a.grpo_sft,
                             advantage=a.grpo_advantage, kl_coef=a.grpo_kl, kl_ties=a.grpo_kl_ties,
                             neg_weight=a.grpo_neg_weight,
@@ -750,6 +745,9 @@ def main() -> None:
                    help="With --grpo-branch: the chance that a task's group plays it from its start anyway, so the "
                         "first turns (the customer lookup) are trained too; see `toolworld train grpo "
                         "--branch-from-start`.")
+    p.add_argument("--grpo-branch-at", default="uniform", choices=tuple(BRANCH_AT),
+                   help="With --grpo-branch: where a group starts, after k uniformly drawn lead turns or at the "
+                        "lead's pick of a described value; see `toolworld train grpo --branch-at`.")
     p.add_argument("--grpo-blame-invented", action="store_true",
                    help="In a failed trial's turn that sent an argument value no earlier message held, keep the "
                         "negative advantage on that value's tokens alone; see `toolworld train grpo "
@@ -816,6 +814,8 @@ def main() -> None:
         p.error(f"--grpo-kl-ties {args.grpo_kl_ties} holds trials with the KL term alone: give --grpo-kl > 0")
     if not 0 <= args.grpo_branch_from_start <= 1:
         p.error(f"--grpo-branch-from-start is a chance, in [0, 1]; got {args.grpo_branch_from_start}")
+    if args.grpo_branch_at != "uniform" and not args.grpo_branch:
+        p.error("--grpo-branch-at places the lead's branch point: give --grpo-branch SPEC")
     if args.grpo_branch_from_start and not args.grpo_branch:
         p.error("--grpo-branch-from-start plays some branched groups from the start: give --grpo-branch SPEC")
     if args.batch is not None and args.batch < 1:

@@ -191,6 +191,7 @@ def test_an_episode_of_the_benchmark_ends_by_turns_and_tokens_never_by_the_clock
         (["--grpo-kl-ties", "-1", "--grpo-kl", "0.5"], "--grpo-kl-ties must be >= 0"),
         (["--grpo-branch-from-start", "0.5"], "give --grpo-branch SPEC"),
         (["--grpo-branch-from-start", "1.5", "--grpo-branch", "gold"], "in [0, 1]"),
+        (["--grpo-branch-at", "pick"], "give --grpo-branch SPEC"),
     ],
 )
 def test_an_evaluation_that_cannot_measure_is_refused_before_any_work(bench, tmp_path, monkeypatch, capsys, argv, says):

@@ -138,6 +138,46 @@ def test_from_start_sets_some_depths_to_zero_and_leaves_the_rest_as_drawn(world,
         GRPOConfig(out=tmp_path, branch="gold", branch_from_start=1.5)
 
 
+def _calls(message: dict[str, Any]) -> list[dict[str, Any]]:
+    return [json.loads(c["function"]["arguments"]) for c in message.get("tool_calls") or ()]
+
+
+def test_pick_starts_the_group_at_the_turn_that_picks_a_described_value(world, tmp_path):
+    """``branch_at="pick"``: where the customer only describes the order, the lead plays up to the turn that calls
+    a tool with it and the policy makes the pick itself; elsewhere the uniform depth stands, and so do the draws
+    that follow it."""
+    tasks = generate("retail", 16, seed=5, sampler="info").tasks
+    described = [t for t in tasks if t.described_arguments()]
+    plain = [t for t in tasks if not t.described_arguments()]
+    assert len(described) >= 3 and plain
+    golds = {traj.task_id: traj for traj, _ in rollouts(world, tasks, GoldPolicy(), trials=1)}
+    moved = 0
+    for step in range(3):
+        uniform = branch_depths(world, tasks, GoldPolicy(), seed=0, step=step)
+        pick = branch_depths(world, tasks, GoldPolicy(), seed=0, step=step, at="pick")
+        assert uniform == branch_depths(world, tasks, GoldPolicy(), seed=0, step=step, at="uniform")
+        for t in described:
+            said = [m for m in golds[t.id].messages if m["role"] == "assistant"]
+            k = pick[t.id]
+            takes = [any(a.get(arg) == need.value for need, arg in t.described_arguments() for a in _calls(m))
+                     for m in said]  # fmt: skip
+            assert takes[k] and not any(takes[:k])  # the policy's first turn is the pick, the lead made none
+            assert k > 0  # the customer lookup and the listing come first: the lead plays them
+            moved += pick[t.id] != uniform[t.id]
+        assert {t.id: pick[t.id] for t in plain} == {t.id: uniform[t.id] for t in plain}
+        # from_start draws after the depth from the same generator: the rule does not shift which groups it zeroes
+        both = branch_depths(world, tasks, GoldPolicy(), seed=0, step=step, at="pick", from_start=0.5)
+        alone = branch_depths(world, tasks, GoldPolicy(), seed=0, step=step, from_start=0.5)
+        assert all(both[t] in (0, pick[t]) and alone[t] in (0, uniform[t]) for t in pick)
+        deep = [t for t in pick if pick[t] and uniform[t]]
+        assert [both[t] == 0 for t in deep] == [alone[t] == 0 for t in deep]
+    assert moved  # the rule is not the uniform draw under another name
+    with pytest.raises(GRPOError, match="branch_at"):
+        GRPOConfig(out=tmp_path, branch_at="pick")  # no lead: nothing to start after
+    with pytest.raises(GRPOError, match="branch_at"):
+        GRPOConfig(out=tmp_path, branch="gold", branch_at="late")
+
+
 def test_a_branched_grpo_step_trains_the_policys_turns_and_logs_the_leads(tokenizer, world, tasks, tmp_path, gold_runs):
     model = tiny_llama(tokenizer)
     before = {k: v.clone() for k, v in model.state_dict().items()}

@@ -1298,6 +1298,10 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
     error = json.loads(lone.output.strip().splitlines()[-1])["error"]
     assert lone.exit_code == 1 and error["type"] == "invalid_option" and "--branch-from-start" in error["message"]
     assert not (tmp_path / "o-br3" / TRIALS_FILE).exists()
+    lone = runner.invoke(app, [*args[:6], str(tmp_path / "o-br4"), *args[7:], "--branch-at", "pick"],
+                         catch_exceptions=False)  # fmt: skip
+    error = json.loads(lone.output.strip().splitlines()[-1])["error"]
+    assert lone.exit_code == 1 and error["type"] == "invalid_option" and "--branch-at" in error["message"]
     # a supervised term from the command line: the task file's gold, played into OUT/sft-gold, in every update
     mix = runner.invoke(app, [*args[:6], str(tmp_path / "o11"), *args[7:], "--sft", str(task_file), "--sft-batch", "1",
                               "--guide", "gold", "--reward", "success"], catch_exceptions=False)  # the guide: an update

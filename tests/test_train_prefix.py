@@ -119,11 +119,11 @@ def test_sft_and_grpo_loops_train_alike_with_and_without_the_shared_prompt(token
         return model
 
     same_weights(weights_after(lambda: grpo(True)), weights_after(lambda: grpo(False)), start)
-    assert shared == [60, 60, 0, 0]  # recomputed for each of the two updates
+    assert shared == [60, 60, 60, 0, 0, 0]  # pi_old's pass, then recomputed for each of the two updates
     # the same updates with each continuation's attention split in two (toolworld.train.attention)
     calls = count_split_calls(monkeypatch)
     same_weights(weights_after(lambda: grpo(True, split=True)), weights_after(lambda: grpo(False)), start)
-    assert len(calls) == 2 * 2 * len(samples)  # two layers, every conversation, each of the two updates
+    assert len(calls) == 2 * 3 * len(samples)  # two layers, every conversation, pi_old's pass and the two updates
 
 
 def test_a_model_checkpointing_its_own_layers_trains_unshared_and_a_finished_prefix_cannot_be_reused(tokenizer,
@@ -192,3 +192,58 @@ def test_the_cache_goes_under_the_keyword_the_installed_transformers_takes(token
         batched = HFEngine(model=model, tokenizer=tokenizer, device="cpu", max_batch=2)
         rows = batched.generate_batch_sync([BatchRequest(ids, 3, 0.0), BatchRequest(ids[:20], 4, 0.0)])
         assert [len(g.ids) for g in rows] == [3, 4]
+
+
+def test_grpo_groups_run_their_own_shared_prompt_and_train_as_whole_conversations(tokenizer, tmp_path, monkeypatch):
+    """Per group (``share_sets``): the trials of a group share more than the step's system prompt (the task's
+    opening, a branch lead's turns); each group runs its part once, in the update and in the reference's logprobs
+    (the KL term, anchors included), and the weights move as when every conversation runs whole."""
+    import toolworld.train.prefix as prefix_module
+    from toolworld.train.grpo import GRPOConfig, share_sets, update
+
+    assert share_sets(["a", "b", "a", None, "c", "b", "d"]) == [[0, 2], [1, 5], [3, 4, 6]]
+    assert share_sets([None, None]) == [[0, 1]] and share_sets([]) == []
+    shared: list[int] = []
+
+    class Spy(SharedPrefix):
+        def __init__(self, *args: Any, **kw: Any) -> None:
+            super().__init__(*args, **kw)
+            shared.append(self.length)
+
+    monkeypatch.setattr(prefix_module, "SharedPrefix", Spy)
+    vocab = len(tokenizer)
+    head = conversations(vocab, prefix=40, n=1, seed=1)[0].input_ids[:40]  # the step's system prompt
+    samples, anchors = [], []
+    for g, lead in enumerate((50, 35)):  # each group's own opening after the system prompt
+        opening = conversations(vocab, prefix=lead, n=1, seed=10 + g)[0].input_ids[:lead]
+        for k, trial in enumerate(conversations(vocab, prefix=0, n=3, seed=20 + g)):
+            ids = head + opening + trial.input_ids
+            mask = [0] * (40 + lead) + trial.loss_mask
+            samples.append(Sample(input_ids=ids, loss_mask=mask, logprobs=[-0.7 if m else 0.0 for m in mask],
+                                  advantage=(-1.0) ** k, group=f"g{g}"))  # fmt: skip
+    for g, trial in enumerate(conversations(vocab, prefix=0, n=2, seed=30)):  # one left-out trial of two groups
+        mask = [0] * 40 + trial.loss_mask
+        anchors.append(Sample(input_ids=head + trial.input_ids, loss_mask=mask,
+                              logprobs=[-0.7 if m else 0.0 for m in mask], advantage=0.0, group=f"tie{g}"))  # fmt: skip
+    start = tiny_llama(tokenizer).state_dict()
+    ref = tiny_llama(tokenizer, seed=7).eval().requires_grad_(False)
+
+    def grpo(share: bool) -> Any:
+        model = tiny_llama(tokenizer).eval()
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=1e-3)
+        config = GRPOConfig(out=tmp_path / f"g-{share}", packing=False, share_prefix=share, batch_tokens=512,
+                            max_len=512, kl_coef=0.5, kl_ties=1)  # fmt: skip
+        stats = update(model, ref, samples, optimizer, params, config, 0, anchors=anchors)
+        assert stats["kl"] > 0 and stats["kl_ties"] > 0
+        assert stats["update_whole"] == sum(len(x) for x in samples + anchors)
+        saved = 2 * 90 + 2 * 75 + 40 if share else 0  # each set's prompt run once instead of once per member
+        assert stats["update_run"] == stats["update_whole"] - saved
+        assert stats["step_prefix"] == (40 if share else 0)  # what one prefix for the whole step would share
+        return model
+
+    same_weights(weights_after(lambda: grpo(True)), weights_after(lambda: grpo(False)), start)
+    # the reference's logprobs, then the update: each group past the system prompt and its own opening, the two
+    # anchors past the system prompt alone; then the unshared run (one set, nothing shared), both passes
+    assert shared == [40 + 50, 40 + 35, 40] * 2 + [0] * 2
+

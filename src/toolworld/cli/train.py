@@ -350,6 +350,11 @@ def grpo(
                                                      "from its start anyway (k = 0), so that the first turns (the "
                                                      "customer lookup), which the lead plays whenever k falls after "
                                                      "them, are trained too.")] = 0.0,
+    branch_at: Annotated[str, typer.Option("--branch-at", help="With --branch: where a group starts. uniform: after "
+                                           "k of the lead's turns, k drawn uniformly; pick: at the lead's turn that "
+                                           "picks a value the customer only described (the order 'I placed on "
+                                           "April 16'), the decision small policies get wrong most (uniform where "
+                                           "a task has none).")] = "uniform",
     blame_invented: Annotated[bool, typer.Option("--blame-invented", help="In a failed trial's turn that sent an "
                                                  "argument value no earlier message held (an email the customer "
                                                  "never gave), keep the negative advantage on that value's tokens "
@@ -427,7 +432,7 @@ def grpo(
                             advantage=advantage, reward=reward, reward_control=reward_control,
                             updates=updates, min_groups=min_groups,
                             max_draws=max_draws, balance=balance, guide=guide or "", branch=branch or "",
-                            branch_from_start=branch_from_start, blame_invented=blame_invented, sft_coef=sft_coef,
+                            branch_from_start=branch_from_start, branch_at=branch_at, blame_invented=blame_invented, sft_coef=sft_coef,
                             sft_batch=sft_batch, max_tokens=max_tokens,
                             temperature=temperature, max_len=max_len, concurrency=concurrency, seed=seed,
                             save_every=save_every, keep_checkpoints=keep_checkpoints, resume=resume,

@@ -210,6 +210,19 @@ class Task(_Strict):
         """One JSONL line: canonical, so identical tasks give identical bytes."""
         return canonical_json(self.model_dump(mode="json"))
 
+    def described_arguments(self) -> list[tuple[Need, str]]:
+        """The values the customer only describes ("the order I placed on April 16") that a gold call takes, each
+        with the first argument gold passes it as: the picks an agent makes from what a tool listed, which is
+        where a small policy fails most (the benchmark's pick counts and GRPO's ``branch_at="pick"`` read it)."""
+        out: list[tuple[Need, str]] = []
+        for need in self.scenario.needs:
+            if not isinstance(need.value, str):
+                continue
+            arg = next((k for a in self.gold_actions for k, v in a.arguments.items() if v == need.value), None)
+            if arg is not None:
+                out.append((need, arg))
+        return out
+
 
 @dataclass(frozen=True, slots=True)
 class LineError:

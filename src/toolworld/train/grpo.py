@@ -5,7 +5,8 @@ One step of :func:`train_grpo`::
     tasks  = pick_tasks(tasks, N, seed, step)                 # deterministic per (seed, step)
     trials = G episodes per task, sampled by the model itself  # HFEngine over the same weights, scripted user
              (branch: the lead plays the task once, k ~ U{0..its turns - 1}; all G trials start after its k turns;
-              branch_from_start: with that probability k = 0, the group plays the task from its start)
+              branch_from_start: with that probability k = 0, the group plays the task from its start;
+              branch_at="pick": k = the lead's turn that picks a value the customer only described, where one does)
     r_i    = score_trajectory(task, trial_i).reward            # reward="success": 1 if it succeeded, else 0
              - overlong_penalty if a turn ran into max_tokens      # termination "max_tokens" (penalize_overlong)
              (reward_control="shuffle": r permuted within each group, the control run; see REWARD_CONTROLS)
@@ -140,6 +141,7 @@ from ..core.errors import ToolworldError
 from ..core.seeds import derive_seed
 from ..rollout.branch import BranchPolicy
 from ..rollout.models import write_model_card
+from ..scoring.grounding import tool_call_arguments
 from ..scoring.metrics import paired_gain, task_interval, wilson
 from ..scoring.verify import score_trajectory
 from .data import one_world_tasks
@@ -169,7 +171,7 @@ if TYPE_CHECKING:
     from ..world.world import World
     from .data import Sample
 
-__all__ = ["ADVANTAGES", "OPTIMIZERS", "REWARDS", "REWARD_CONTROLS", "GRPOConfig", "GRPOError", "GRPOEval", "GRPOResult", "GRPOStep",
+__all__ = ["ADVANTAGES", "BRANCH_AT", "OPTIMIZERS", "REWARDS", "REWARD_CONTROLS", "GRPOConfig", "GRPOError", "GRPOEval", "GRPOResult", "GRPOStep",
            "Scorer", "advantaged", "anchors_of", "at_temperature", "branch_depths", "estimator", "evaluate",
            "guide_renderer",
            "guide_trials", "make_optimizer", "penalize_overlong", "pick_tasks", "rollouts", "samples_from_trajectories", "success_only", "target_of",
@@ -190,13 +192,13 @@ Scorer = Callable[["Task", "Trajectory"], "Score"]
 _RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "reward", "lr", "clip", "tis_cap", "kl_coef", "updates",
                 "max_tokens", "temperature", "max_len", "optimizer", "min_groups", "max_draws", "balance", "guide",
                 "sft_coef", "sft_batch", "reward_control", "lora", "lora_r", "lora_alpha", "neg_weight",
-                "overlong_penalty", "kl_ties", "branch", "branch_from_start", "blame_invented")  # fmt: skip
+                "overlong_penalty", "kl_ties", "branch", "branch_from_start", "branch_at", "blame_invented")  # fmt: skip
 #: What a checkpoint written before a key was recorded was trained with: the value then, not today's default (an
 #: AdamW checkpoint resumed as SGD would load Adam's moments into SGD and fail a whole sampling step later).
 _LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw", "min_groups": 0, "max_draws": 4, "balance": False, "guide": "",
            "sft_coef": 0.0, "sft_batch": 4, "reward_control": "none", "lora": False, "lora_r": 16, "lora_alpha": 32,
            "neg_weight": 1.0, "overlong_penalty": 0.0, "kl_ties": 0, "branch": "", "branch_from_start": 0.0,
-           "blame_invented": False}
+           "branch_at": "uniform", "blame_invented": False}
 
 
 def _adamw(params: list[Any], config: GRPOConfig) -> Any:
@@ -318,6 +320,9 @@ class GRPOConfig:
     #: step with ``k``. The uniform ``k`` gives the first turns (who the customer is, the lookup) the fewest trials:
     #: the lead plays them whenever ``k`` falls after them, so the policy meets them in ~1/turns of the groups.
     branch_from_start: float = 0.0
+    #: A rule of :data:`BRANCH_AT` for where a branched group starts: ``uniform`` (k drawn as above) or ``pick`` (at
+    #: the lead's turn that picks a value the customer only described, k as drawn where the task has none).
+    branch_at: str = "uniform"
     #: A name in :data:`REWARD_CONTROLS`: ``shuffle`` trains on rewards permuted within each group, the control run
     #: that tells a gain the rewards bought from one any update would have made (``none``: the scored rewards).
     reward_control: str = "none"
@@ -391,6 +396,9 @@ class GRPOConfig:
                   ("overlong_penalty", self.overlong_penalty >= 0, ">= 0 (0: none)"),
                   ("branch_from_start", 0 <= self.branch_from_start <= 1 and (self.branch_from_start == 0 or self.branch),
                    "in [0, 1], and 0 unless branch is set (without a lead every trial starts at the start)"),
+                  ("branch_at", self.branch_at in BRANCH_AT and (self.branch_at == "uniform" or self.branch),
+                   f"one of {', '.join(BRANCH_AT)}, and uniform unless branch is set (without a lead there is "
+                   "nothing to start after)"),
                   ("sft_coef", self.sft_coef >= 0, ">= 0 (0: none)"),
                   ("sft_batch", self.sft_batch >= 1, ">= 1"), ("advantage", self.advantage in ADVANTAGES,
                                                             f"one of {', '.join(ADVANTAGES)}"),
@@ -464,6 +472,12 @@ class GRPOStep:
     update_s: float
     #: Turns of the trained groups whose negative advantage ``blame_invented`` held to a made-up value (0 without it).
     blamed: int = 0
+    #: Tokens of the conversations the update ran (trained and anchored), whole; the tokens its forward passes ran,
+    #: each group's shared prompt once (``share_sets``); and the tokens every one of them shares (the system prompt:
+    #: what a prefix shared by the whole step would run once). Work, not time: the saving on any machine.
+    update_whole: int = 0
+    update_run: int = 0
+    step_prefix: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
@@ -663,21 +677,55 @@ def guide_trials(world: World, tasks: Sequence[Task], guide: Any, *, number: int
             for traj, score in pairs if score.success and not (traj.failed_by_infra or score.infra_error)]  # fmt: skip
 
 
+def _uniform_depth(task: Task, lead: Trajectory, drawn: int) -> int:
+    """k ~ U{0..turns - 1}: every turn of the lead's path starts a group equally often."""
+    return drawn
+
+
+def _pick_depth(task: Task, lead: Trajectory, drawn: int) -> int:
+    """The lead's first turn that calls a tool with a value the customer only described
+    (:meth:`Task.described_arguments`: "the order I placed on April 16" read off the listed orders), so the group's
+    trials all start at the pick, the decision a small policy gets wrong most; a task with no described value, or
+    whose lead passed no such call, keeps the uniform draw. Why not always the uniform depth: with k uniform over
+    five or six turns, about one group in five starts at the pick, and a step's update holds one or two of them."""
+    described = task.described_arguments()
+    turn = 0
+    for msg in lead.messages if described else ():
+        if msg.get("role") != "assistant":
+            continue
+        for call in msg.get("tool_calls") or ():
+            _, args = tool_call_arguments(call)
+            if isinstance(args, dict) and any(args.get(arg) == need.value for need, arg in described):
+                return turn
+        turn += 1
+    return drawn
+
+
+#: Where a branched group starts (``GRPOConfig.branch_at``): ``(task, the lead's passing trial, the uniformly drawn
+#: depth) -> the number of turns the lead plays``. The uniform depth is drawn for every task whatever the rule, so
+#: the per-(seed, step, task) draws that follow it (``branch_from_start``) do not depend on the rule.
+BRANCH_AT: dict[str, Callable[[Task, Trajectory, int], int]] = {"uniform": _uniform_depth, "pick": _pick_depth}
+
+
 def branch_depths(world: World, tasks: Sequence[Task], lead: Any, *, seed: int, step: int,
                   scorer: Scorer | None = None, concurrency: int = 8, limits: Limits | None = None,
-                  user: UserSimulator | None = None, from_start: float = 0.0) -> dict[str, int]:  # fmt: skip
+                  user: UserSimulator | None = None, from_start: float = 0.0,
+                  at: str = "uniform") -> dict[str, int]:  # fmt: skip
     """Per task, the number of turns ``lead`` plays before the policy takes over (``BranchPolicy``): the lead plays
     each task once, and a depth is drawn uniformly from 0 to its number of turns less one, by (seed, step, task)
-    alone, so a resumed run branches where an uninterrupted one would have. A task the lead failed (or that ended on
+    alone, so a resumed run branches where an uninterrupted one would have; ``at`` (a rule of :data:`BRANCH_AT`)
+    may move it (``pick``: to the turn that picks a described value). A task the lead failed (or that ended on
     an infra error) gets 0: its path is not one that passes, and the trials play the task from its start.
     ``from_start`` is the chance that a task gets 0 anyway (``GRPOConfig.branch_from_start``): its draw comes after
     the depth's from the same generator, so 0 leaves every depth as it was."""
+    rule = BRANCH_AT[at]
+    by_id = {t.id: t for t in tasks}
     depths: dict[str, int] = {}
     for traj, score in rollouts(world, tasks, lead, trials=1, scorer=scorer, concurrency=concurrency, limits=limits,
                                 user=user):  # fmt: skip
         ok = score.success and not (traj.failed_by_infra or score.infra_error) and traj.turns
         rng = random.Random(derive_seed("grpo-branch", seed, step, traj.task_id))
-        depth = rng.randrange(len(traj.turns)) if ok else 0
+        depth = rule(by_id[traj.task_id], traj, rng.randrange(len(traj.turns))) if ok else 0
         depths[traj.task_id] = 0 if from_start and rng.random() < from_start else depth
     return depths
 
@@ -783,7 +831,7 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
     them. ``kl_ties`` in the stats is their mean k3."""
     import torch
 
-    from .logprobs import token_logprobs
+    from .prefix import kv_shareable, shared_length
 
     first = next(model.parameters())
     assert config.batch_tokens is not None
@@ -794,14 +842,17 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
     families = {"sampled": [s for s in samples if not s.meta.get("rendered")],
                 "rendered": [s for s in samples if s.meta.get("rendered")],
                 "anchor": [replace(s, advantage=0.0, token_advantages=None) for s in anchors]}  # fmt: skip
-    packed, kinds = [], []
+    packed, kinds, keys = [], [], []
     for kind, family in families.items():
         rows = _rows(family, config, pad_id)
         packed += rows
         kinds += [kind] * len(rows)
+        keys += [None] * len(rows) if config.packing else [s.group for s in family if len(s)]  # a row per trial
     micro = [b.to(first.device, dtype=first.dtype) for b in packed]
+    sets = share_sets(keys) if kv_shareable(config) else [list(range(len(micro)))]
     supervised = [b.to(first.device, dtype=first.dtype) for b in _rows(sft, config, pad_id)] if config.sft_coef else []
     counts = [float(b.loss_mask.sum()) for b in micro]
+    lengths = [int(b.attention_mask.sum()) for b in micro]
     tokens = {kind: sum(n for n, k in zip(counts, kinds, strict=True) if k == kind) for kind in families}
     total = tokens["sampled"] + tokens["rendered"] or 1.0  # the loss is a token mean over these: anchors add KL only
     none: list[Any] = [None] * len(micro)
@@ -809,22 +860,61 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
     with torch.no_grad(), autocast():
         # pi_old: the trainer before any update of this step, fixed for all of them. With one update policy_loss
         # takes the current logprobs detached, which are exactly that, and the extra forward pass is saved.
-        t = config.temperature
         # an anchor has no advantage to weigh by a ratio: it takes none (ratio 1), and costs no forward pass here
-        olds = [token_logprobs(model, b, temperature=t) if k != "anchor" else None
-                for b, k in zip(micro, kinds, strict=True)] if config.updates > 1 else none  # fmt: skip
-        refs = [token_logprobs(ref_model, b, temperature=t) for b in micro] if ref_model is not None else none
+        olds = _shared_logprobs(model, micro, sets, config, skip=[k == "anchor" for k in kinds]) \
+            if config.updates > 1 else none
+        refs = _shared_logprobs(ref_model, micro, sets, config) if ref_model is not None else none
     sums: dict[str, float] = defaultdict(float)
     with layer_checkpointing(model, config.gradient_checkpointing), autocast():
-        _steps(model, micro, olds, refs, counts, total, optimizer, params, config, sums, kinds, supervised)
+        _steps(model, micro, olds, refs, counts, total, optimizer, params, config, sums, kinds, supervised, sets)
     weight = total * config.updates
-    stats = {key: value / weight for key, value in sums.items() if key not in ("sft_loss", "kl_ties")}
+    work = {"update_run": sums.pop("update_run", 0.0) / config.updates, "update_whole": float(sum(lengths)),
+            "step_prefix": float(shared_length(micro)) if kv_shareable(config) else 0.0}
+    stats = {key: value / weight for key, value in sums.items() if key not in ("sft_loss", "kl_ties")} | work
     if supervised:
         stats["sft_loss"] = sums["sft_loss"] / config.updates
     if tokens["anchor"]:
         stats["kl_ties"] = sums["kl_ties"] / (tokens["anchor"] * config.updates)
     stats["logprob_gap"] = sums["logprob_gap"] / max(tokens["sampled"] * config.updates, 1.0)  # the sampled alone
     return stats
+
+
+def share_sets(keys: Sequence[str | None]) -> list[list[int]]:
+    """Which micro-batches run their shared prompt together (:class:`~toolworld.train.prefix.SharedPrefix`), by
+    each one's group (None: a packed row, which shares inside itself): every group of two or more rows is a set of
+    its own, and the rest (lone anchors, packed rows) one set, in order of first appearance.
+
+    Why per group: the trials of a group open with the same task, so they share the user's first words, and a
+    branched group (``branch``) the lead's turns too, often most of a trial (~3k of ~3.5k tokens when it starts at
+    the pick). A prefix shared by the whole step holds only the system prompt, so every trial ran its group's
+    common part again, in the update's forward and backward passes and the reference's forward pass. Per group, the
+    system prompt runs once per group instead of once per step: a few thousand tokens against that saving."""
+    groups: dict[str | None, list[int]] = defaultdict(list)
+    for i, key in enumerate(keys):
+        groups[key].append(i)
+    sets = [rows for key, rows in groups.items() if key is not None and len(rows) > 1]
+    rest = sorted(i for key, rows in groups.items() if key is None or len(rows) == 1 for i in rows)
+    return sets + ([rest] if rest else [])
+
+
+def _shared_logprobs(model: Any, micro: Sequence[Any], sets: Sequence[Sequence[int]], config: GRPOConfig, *,
+                     skip: Sequence[bool] = ()) -> list[Any]:  # fmt: skip
+    """``token_logprobs`` of each micro-batch (no grad, ``config.temperature``), each of ``sets`` running the prompt
+    its rows share once; whole ``[B, T]`` tensors, 0 over the prefix as over every token without loss. None where
+    ``skip`` says so."""
+    import torch
+
+    from .logprobs import token_logprobs
+    from .prefix import SharedPrefix, kv_shareable
+
+    out: list[Any] = [None] * len(micro)
+    for part in sets:
+        part = [i for i in part if not (skip and skip[i])]
+        prefix = SharedPrefix(model, [micro[i] for i in part], enabled=kv_shareable(config))
+        for i, batch in zip(part, prefix.batches, strict=True):
+            lp = token_logprobs(model, batch, temperature=config.temperature)
+            out[i] = torch.cat([lp.new_zeros(lp.shape[0], prefix.length), lp], dim=1) if prefix.length else lp
+    return out
 
 
 def _rows(samples: Sequence[Sample], config: GRPOConfig, pad_id: int) -> list[Any]:
@@ -839,11 +929,12 @@ def _rows(samples: Sequence[Sample], config: GRPOConfig, pad_id: int) -> list[An
 
 def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], counts: list[float], total: float,
            optimizer: Any, params: list[Any], config: GRPOConfig, sums: dict[str, float],
-           kinds: list[str], supervised: list[Any]) -> None:  # fmt: skip
+           kinds: list[str], supervised: list[Any], sets: Sequence[Sequence[int]]) -> None:  # fmt: skip
     """The optimizer steps of :func:`update`, adding each one's token-weighted stats to ``sums``; a ``rendered``
     micro-batch (a guide's trials) takes no importance weight and adds nothing to the logprob gap; an ``anchor`` one
     adds its KL penalty to the loss and its k3 to ``kl_ties`` alone; ``supervised`` micro-batches add
-    ``config.sft_coef`` times their token-mean NLL."""
+    ``config.sft_coef`` times their token-mean NLL; each of ``sets`` (:func:`share_sets`) runs its shared prompt
+    once."""
     import torch
 
     from .losses import policy_loss, sft_loss
@@ -852,23 +943,26 @@ def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], count
     learnt = sum(float(b.loss_mask.sum()) for b in supervised) or 1.0  # the supervised term's own token count
     for _ in range(config.updates):
         optimizer.zero_grad(set_to_none=True)
-        # unpacked trials run the prompt they share once per update (it changes with the weights)
-        prefix = SharedPrefix(model, micro, enabled=kv_shareable(config))
-        for batch, old, ref, n, kind in zip(prefix.batches, olds, refs, counts, kinds, strict=True):
-            loss, stats = policy_loss(model, batch, clip=config.clip,
-                                      tis_cap=config.tis_cap if kind == "sampled" else None,
-                                      kl_coef=config.kl_coef, ref_logprobs=prefix.slice(ref),
-                                      old_logprobs=prefix.slice(old), temperature=config.temperature)  # fmt: skip
-            # each micro-batch's loss is its token mean: weighting by its share of tokens makes the step's loss
-            # the token mean over all of them, as one batch would give (an anchor's share is over the same total)
-            (loss * (n / total)).backward()
-            if kind == "anchor":
-                sums["kl_ties"] += stats["kl"] * n
-                continue
-            sums["loss"] += float(loss.detach()) * n
-            for key in ("kl", "clip_frac", *(("logprob_gap",) if kind == "sampled" else ())):
-                sums[key] += stats[key] * n
-        prefix.backward()
+        for part in sets:
+            # unpacked trials run the prompt they share once per update (it changes with the weights)
+            prefix = SharedPrefix(model, [micro[i] for i in part], enabled=kv_shareable(config))
+            sums["update_run"] += sum(int(b.attention_mask.sum()) for b in prefix.batches) + prefix.length
+            for i, batch in zip(part, prefix.batches, strict=True):
+                kind, n = kinds[i], counts[i]
+                loss, stats = policy_loss(model, batch, clip=config.clip,
+                                          tis_cap=config.tis_cap if kind == "sampled" else None,
+                                          kl_coef=config.kl_coef, ref_logprobs=prefix.slice(refs[i]),
+                                          old_logprobs=prefix.slice(olds[i]), temperature=config.temperature)  # fmt: skip
+                # each micro-batch's loss is its token mean: weighting by its share of tokens makes the step's loss
+                # the token mean over all of them, as one batch would give (an anchor's share is over the same total)
+                (loss * (n / total)).backward()
+                if kind == "anchor":
+                    sums["kl_ties"] += stats["kl"] * n
+                    continue
+                sums["loss"] += float(loss.detach()) * n
+                for key in ("kl", "clip_frac", *(("logprob_gap",) if kind == "sampled" else ())):
+                    sums[key] += stats[key] * n
+            prefix.backward()
         for batch in supervised:  # the supervised term is its own token mean, whatever the trials' length
             nll = sft_loss(model, batch)
             share = float(batch.loss_mask.sum()) / learnt
@@ -1237,7 +1331,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                     runner = BranchPolicy(lead, step_policy, branch_depths(
                         world, chosen, lead, seed=config.seed, step=step, scorer=scorer,
                         concurrency=config.concurrency, limits=limits, user=user,
-                        from_start=config.branch_from_start))  # fmt: skip
+                        from_start=config.branch_from_start, at=config.branch_at))  # fmt: skip
                 drawn = rollouts(world, chosen, runner, trials=config.group, scorer=scorer,
                                  salt=derive_seed(config.seed, step), concurrency=config.concurrency, limits=limits,
                                  user=user)  # fmt: skip
@@ -1284,7 +1378,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                 logprob_gap=stats.get("logprob_gap"), grad_norm=stats.get("grad_norm"), tokens=tokens,
                 tokens_per_s=tokens / max(took, 1e-9), seconds=took, sample_s=t_sampled - t0,
                 update_s=time.perf_counter() - t_sampled,
-                blamed=sum(s.meta.get("blamed_turns", 0) for s in train_on))  # fmt: skip
+                blamed=sum(s.meta.get("blamed_turns", 0) for s in train_on),
+                **{k: int(stats.get(k, 0)) for k in ("update_whole", "update_run", "step_prefix")})  # fmt: skip
             result.log.append(entry)
             result.steps = step + 1
             log.write(json.dumps(entry.to_dict()) + "\n")

@@ -84,7 +84,7 @@ class SharedPrefix:
         self.length = shared_length(micro) if enabled else 0
         self._kv: list[Any] = []
         self._leaves: list[Any] = []
-        if model.training and checkpoints_layers(model):
+        if getattr(model, "training", False) and checkpoints_layers(model):  # a reference (AdapterOff) is not
             self.length = 0  # the caller's own checkpointing: transformers keeps no cache while training
         if self.length < min_tokens:
             self.length = 0
