@@ -1,7 +1,8 @@
 """How far one GRPO update moves a trained model, per optimizer and learning rate, on the same sampled trials.
 
 Run: ``python benchmarks/grpo_step.py --model DIR --tasks FILE [--n 8] [--group 4] [--temperature 0.3]
-[--configs adamw:2e-5,sgd:0.05,sgd:0.2,lora:1e-4]``.
+[--configs adamw:2e-5,sgd:0.05,sgd:0.2,lora:1e-4] [--branch gold:explain=1 --branch-at pick] [--kl 0.5]
+[--layouts group,step]``.
 
 A learning rate means different things to AdamW (whose first step moves every weight by ~lr, the sign of its
 gradient) and to SGD (which moves each weight by lr times its gradient), and a GRPO run on a CPU is a few steps
@@ -20,6 +21,14 @@ from the same weights each time, makes one update per configuration and measures
 ``lora:LR`` is AdamW on LoRA adapters (rank ``--lora-r``, alpha ``2r``, ``train grpo --lora``): its step norm is
 that of the merged weights, its grad norm the adapters'.
 
+``--branch SPEC [--branch-at pick]`` samples the trials part-way along the lead's path as ``train grpo --branch``
+does, ``--kl C`` adds the KL term to the starting weights (the adapters switched off under ``lora``), and
+``--layouts group,step`` makes each configuration's update once per layout from the same weights: ``group`` runs
+each group's shared prompt once (``GRPOConfig.share_groups``, the default), ``step`` one prompt for the whole step
+(the system prompt alone, the earlier layout). Each row then also gives ``update_s`` and the tokens the update's
+passes ran (``update_run``) of the conversations' whole length (``update_whole``): the time on this machine and the
+work on any.
+
 Prints one JSON line per configuration, then one JSON object as the last line.
 """
 
@@ -36,6 +45,8 @@ from typing import Any
 import torch
 
 from toolworld import get_world
+from toolworld.rollout.backends import make_policy
+from toolworld.rollout.branch import BranchPolicy
 from toolworld.rollout.engines.hf import HFEngine
 from toolworld.rollout.token_policy import TokenPolicy
 from toolworld.scoring.verify import score_trajectory
@@ -43,17 +54,19 @@ from toolworld.tasks.model import TaskSet, write_jsonl
 from toolworld.train.data import Sample, collate
 from toolworld.train.grpo import (
     ADVANTAGES,
+    BRANCH_AT,
     OPTIMIZERS,
     REWARDS,
     GRPOConfig,
     advantaged,
+    branch_depths,
     make_optimizer,
     rollouts,
     success_only,
     update,
 )
 from toolworld.train.logprobs import token_logprobs
-from toolworld.train.lora import wrap_lora
+from toolworld.train.lora import AdapterOff, wrap_lora
 from toolworld.train.sft import load_model, sft_samples
 
 
@@ -96,6 +109,12 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=8, help="Episodes decoded together.")
     p.add_argument("--tool-prompt", default="compact")
     p.add_argument("--seed", type=int, default=11)
+    p.add_argument("--branch", default=None, metavar="SPEC",
+                   help="Sample the trials after this policy's first k turns (gold:explain=1), as train grpo --branch.")
+    p.add_argument("--branch-at", default="uniform", choices=tuple(BRANCH_AT), help="Where a branched group starts.")
+    p.add_argument("--kl", type=float, default=0.0, help="KL coefficient to the starting weights (0: none).")
+    p.add_argument("--layouts", default="group", help="Comma-separated update layouts, each timed from the same "
+                   "weights: group (each group's shared prompt once), step (one prompt for the whole step).")
     a = p.parse_args()
     configs = []
     for spec in a.configs.split(","):
@@ -108,6 +127,11 @@ def main() -> None:
             p.error(f"--configs: {spec!r} is not OPTIMIZER:LR with OPTIMIZER one of {', '.join(OPTIMIZERS)} or lora, "
                     "and LR > 0")
         configs.append((name, rate))
+    layouts = a.layouts.split(",")
+    if not set(layouts) <= {"group", "step"}:
+        p.error(f"--layouts: {a.layouts!r} is not a comma-separated list of group and step")
+    if a.branch_at != "uniform" and not a.branch:
+        p.error("--branch-at places the lead's branch point: give --branch SPEC")
 
     from toolworld.env.limits import Limits
 
@@ -124,19 +148,25 @@ def main() -> None:
     policy = TokenPolicy(engine, tokenizer, name="grpo-step", max_tokens=a.max_tokens, temperature=a.temperature,
                          tool_prompt=a.tool_prompt)  # fmt: skip
     scorer = lambda task, traj: score_trajectory(task, traj, world=world)  # noqa: E731
+    limits = Limits(max_turns=a.max_turns, max_tokens=8192 - a.max_tokens)
     started = time.perf_counter()
-    pairs = rollouts(world, sampled, policy, trials=a.group, salt=a.seed, concurrency=a.batch, limits=Limits(
-        max_turns=a.max_turns, max_tokens=8192 - a.max_tokens),
-        scorer=success_only(scorer) if a.reward == "success" else scorer)  # fmt: skip
+    runner: Any = policy
+    if a.branch:
+        depths = branch_depths(world, sampled, make_policy(a.branch), seed=a.seed, step=0, limits=limits,
+                               at=a.branch_at)  # fmt: skip
+        runner = BranchPolicy(make_policy(a.branch), policy, depths)
+    pairs = rollouts(world, sampled, runner, trials=a.group, salt=a.seed, concurrency=a.batch, limits=limits,
+                     scorer=success_only(scorer) if a.reward == "success" else scorer)  # fmt: skip
     sample_s = time.perf_counter() - started
     engine.close()
     del twin
 
-    def config(name: str, lr: float) -> GRPOConfig:
+    def config(name: str, lr: float, layout: str = "group") -> GRPOConfig:
         return GRPOConfig(out=Path(tempfile.gettempdir()), group=a.group, temperature=a.temperature,
                           optimizer="adamw" if name == "lora" else name, lr=lr, lora=name == "lora", lora_r=a.lora_r,
                           lora_alpha=2 * a.lora_r, advantage=a.advantage, reward=a.reward, bf16=True, packing=False,
-                          max_len=a.max_len, tensorboard=False)  # fmt: skip
+                          max_len=a.max_len, tensorboard=False, kl_coef=a.kl,
+                          share_groups=layout == "group")  # fmt: skip
 
     _, train_on, spread = advantaged(pairs, config(*configs[0]))
     passed = sum(score.success for _, score in pairs)
@@ -153,13 +183,16 @@ def main() -> None:
         gold = sft_samples(Path(tmp) / "held.jsonl", tokenizer, gold_out=Path(tmp) / "gold", max_len=a.max_len,
                            tool_prompt=a.tool_prompt, gold_policy=a.gold_policy)  # fmt: skip
     before, before_gold = logprobs(model, train_on, pad, a.temperature), logprobs(model, gold, pad, 1.0)
-    for name, lr in configs:
+    for (name, lr), layout in ((c, lay) for c in configs for lay in layouts):
         trained = copy.deepcopy(model)
-        cfg = config(name, lr)
+        cfg = config(name, lr, layout)
         peft = wrap_lora(trained, r=cfg.lora_r, alpha=cfg.lora_alpha) if cfg.lora else None  # adapters in trained
+        ref = None
+        if a.kl:
+            ref = AdapterOff(peft) if peft is not None else copy.deepcopy(model).eval().requires_grad_(False)
         params = [q for q in trained.parameters() if q.requires_grad]
         t0 = time.perf_counter()
-        stats = update(trained, None, train_on, make_optimizer(params, cfg), params, cfg, pad)
+        stats = update(trained, ref, train_on, make_optimizer(params, cfg), params, cfg, pad)
         took = time.perf_counter() - t0
         after, after_gold = logprobs(trained, train_on, pad, a.temperature), logprobs(trained, gold, pad, 1.0)
         gain = num = 0.0
@@ -180,7 +213,8 @@ def main() -> None:
                "neg": round(sum(neg) / len(neg), 5) if neg else None,
                "gold_drift": round(sum(drift) / len(drift), 5), "gold_abs_drift": round(sum(abs_drift) / len(abs_drift), 5),
                "step_norm": round(moved, 5), "grad_norm": round(float(stats["grad_norm"]), 5),
-               "update_s": round(took, 1)}  # fmt: skip
+               "update_s": round(took, 1), "layout": layout, "update_run": int(stats["update_run"]),
+               "update_whole": int(stats["update_whole"])}  # fmt: skip
         print(json.dumps(row), flush=True)
         result["configs"].append(row)
         del trained

@@ -228,16 +228,17 @@ def test_grpo_groups_run_their_own_shared_prompt_and_train_as_whole_conversation
     start = tiny_llama(tokenizer).state_dict()
     ref = tiny_llama(tokenizer, seed=7).eval().requires_grad_(False)
 
-    def grpo(share: bool) -> Any:
+    def grpo(share: bool, groups: bool = True) -> Any:
         model = tiny_llama(tokenizer).eval()
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=1e-3)
         config = GRPOConfig(out=tmp_path / f"g-{share}", packing=False, share_prefix=share, batch_tokens=512,
-                            max_len=512, kl_coef=0.5, kl_ties=1)  # fmt: skip
+                            max_len=512, kl_coef=0.5, kl_ties=1, share_groups=groups)  # fmt: skip
         stats = update(model, ref, samples, optimizer, params, config, 0, anchors=anchors)
         assert stats["kl"] > 0 and stats["kl_ties"] > 0
         assert stats["update_whole"] == sum(len(x) for x in samples + anchors)
-        saved = 2 * 90 + 2 * 75 + 40 if share else 0  # each set's prompt run once instead of once per member
+        # each set's prompt run once instead of once per member; one set for the step shares the system prompt
+        saved = (2 * 90 + 2 * 75 + 40 if groups else 7 * 40) if share else 0
         assert stats["update_run"] == stats["update_whole"] - saved
         assert stats["step_prefix"] == (40 if share else 0)  # what one prefix for the whole step would share
         return model
@@ -246,4 +247,7 @@ def test_grpo_groups_run_their_own_shared_prompt_and_train_as_whole_conversation
     # the reference's logprobs, then the update: each group past the system prompt and its own opening, the two
     # anchors past the system prompt alone; then the unshared run (one set, nothing shared), both passes
     assert shared == [40 + 50, 40 + 35, 40] * 2 + [0] * 2
+    shared.clear()
+    same_weights(weights_after(lambda: grpo(True, groups=False)), weights_after(lambda: grpo(False)), start)
+    assert shared == [40, 40, 0, 0]  # the earlier layout: the step's system prompt once
 

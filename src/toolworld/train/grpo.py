@@ -336,6 +336,9 @@ class GRPOConfig:
     batch_tokens: int | None = None
     #: Lay the opening that trials share (system prompt, user's first turn) once per packed row: same loss, less work.
     share_prefix: bool = True
+    #: Unpacked, run each group's shared prompt once (``share_sets``); False: one prefix for the whole step (the
+    #: system prompt alone), the earlier layout. The same update either way, so a run may resume with the other.
+    share_groups: bool = True
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
     #: What turns gradients into steps: a name in :data:`OPTIMIZERS` (``adamw``, ``sgd``).
@@ -849,7 +852,7 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
         kinds += [kind] * len(rows)
         keys += [None] * len(rows) if config.packing else [s.group for s in family if len(s)]  # a row per trial
     micro = [b.to(first.device, dtype=first.dtype) for b in packed]
-    sets = share_sets(keys) if kv_shareable(config) else [list(range(len(micro)))]
+    sets = share_sets(keys) if kv_shareable(config) and config.share_groups else [list(range(len(micro)))]
     supervised = [b.to(first.device, dtype=first.dtype) for b in _rows(sft, config, pad_id)] if config.sft_coef else []
     counts = [float(b.loss_mask.sum()) for b in micro]
     lengths = [int(b.attention_mask.sum()) for b in micro]
