@@ -855,7 +855,7 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
     sets = share_sets(keys) if kv_shareable(config) and config.share_groups else [list(range(len(micro)))]
     supervised = [b.to(first.device, dtype=first.dtype) for b in _rows(sft, config, pad_id)] if config.sft_coef else []
     counts = [float(b.loss_mask.sum()) for b in micro]
-    lengths = [int(b.attention_mask.sum()) for b in micro]
+    lengths = [b.computed_tokens for b in micro]
     tokens = {kind: sum(n for n, k in zip(counts, kinds, strict=True) if k == kind) for kind in families}
     total = tokens["sampled"] + tokens["rendered"] or 1.0  # the loss is a token mean over these: anchors add KL only
     none: list[Any] = [None] * len(micro)
@@ -949,7 +949,7 @@ def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], count
         for part in sets:
             # unpacked trials run the prompt they share once per update (it changes with the weights)
             prefix = SharedPrefix(model, [micro[i] for i in part], enabled=kv_shareable(config))
-            sums["update_run"] += sum(int(b.attention_mask.sum()) for b in prefix.batches) + prefix.length
+            sums["update_run"] += sum(b.computed_tokens for b in prefix.batches) + prefix.length
             for i, batch in zip(part, prefix.batches, strict=True):
                 kind, n = kinds[i], counts[i]
                 loss, stats = policy_loss(model, batch, clip=config.clip,
