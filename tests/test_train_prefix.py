@@ -201,8 +201,16 @@ def test_grpo_groups_run_their_own_shared_prompt_and_train_as_whole_conversation
     import toolworld.train.prefix as prefix_module
     from toolworld.train.grpo import GRPOConfig, share_sets, update
 
-    assert share_sets(["a", "b", "a", None, "c", "b", "d"]) == [[0, 2], [1, 5], [3, 4, 6]]
-    assert share_sets([None, None]) == [[0, 1]] and share_sets([]) == []
+    keys = ["a", "b", "a", None, "c", "b", "d", "e", "e", "e"]
+    shares = {"a": 10, "b": 4, "e": 5}  # what each group's rows have in common; all rows share 3
+
+    def common(rows: Any) -> int:
+        named = {keys[i] for i in rows}
+        return shares[next(iter(named))] if len(named) == 1 else 3
+
+    # a: 1 * 10 > 2 * 3, its own set; b: 1 * 4 < 2 * 3, it stays with the rest; e: 2 * 5 > 3 * 3
+    assert share_sets(keys, common) == [[0, 2], [7, 8, 9], [1, 3, 4, 5, 6]]
+    assert share_sets([None, None], common) == [[0, 1]] and share_sets([], common) == []
     shared: list[int] = []
 
     class Spy(SharedPrefix):
@@ -214,7 +222,7 @@ def test_grpo_groups_run_their_own_shared_prompt_and_train_as_whole_conversation
     vocab = len(tokenizer)
     head = conversations(vocab, prefix=40, n=1, seed=1)[0].input_ids[:40]  # the step's system prompt
     samples, anchors = [], []
-    for g, lead in enumerate((50, 35)):  # each group's own opening after the system prompt
+    for g, lead in enumerate((50, 35, 10)):  # each group's own opening after the system prompt
         opening = conversations(vocab, prefix=lead, n=1, seed=10 + g)[0].input_ids[:lead]
         for k, trial in enumerate(conversations(vocab, prefix=0, n=3, seed=20 + g)):
             ids = head + opening + trial.input_ids
@@ -237,15 +245,16 @@ def test_grpo_groups_run_their_own_shared_prompt_and_train_as_whole_conversation
         stats = update(model, ref, samples, optimizer, params, config, 0, anchors=anchors)
         assert stats["kl"] > 0 and stats["kl_ties"] > 0
         assert stats["update_whole"] == sum(len(x) for x in samples + anchors)
-        # each set's prompt run once instead of once per member; one set for the step shares the system prompt
-        saved = (2 * 90 + 2 * 75 + 40 if groups else 7 * 40) if share else 0
+        # each set's prompt run once instead of once per member; the third group's 10 tokens do not pay for a set of
+        # its own (2 * 50 < 3 * 40), so it runs with the anchors; one set for the step shares the system prompt
+        saved = (2 * 90 + 2 * 75 + 4 * 40 if groups else 10 * 40) if share else 0
         assert stats["update_run"] == stats["update_whole"] - saved
         assert stats["step_prefix"] == (40 if share else 0)  # what one prefix for the whole step would share
         return model
 
     same_weights(weights_after(lambda: grpo(True)), weights_after(lambda: grpo(False)), start)
-    # the reference's logprobs, then the update: each group past the system prompt and its own opening, the two
-    # anchors past the system prompt alone; then the unshared run (one set, nothing shared), both passes
+    # the reference's logprobs, then the update: two groups past the system prompt and their own opening, the
+    # third group and the two anchors past the system prompt alone; then the unshared run, both passes
     assert shared == [40 + 50, 40 + 35, 40] * 2 + [0] * 2
     shared.clear()
     same_weights(weights_after(lambda: grpo(True, groups=False)), weights_after(lambda: grpo(False)), start)
