@@ -75,7 +75,10 @@ left the held-out tasks at 48/100 against SFT's 55; on LoRA with the KL anchors 
 and the status requests' tool and moved the tracking requests' (right tool 64 -> 76 of 100), for 56/100 against the
 same SFT's 55 (docs/benchmarks.md). ``branch_from_start`` plays a share of the groups from the start, for the
 first turns the uniform depth trains least (the customer lookup); at 0.5 it left the lookup failures where they
-were and lost the pick and the tracking requests' tool (50/100), so it defaults to 0.
+were and lost the pick and the tracking requests' tool (50/100), so it defaults to 0. ``branch_at="pick"`` starts
+every group of a task whose customer describes the order at the lead's turn that picks it (``BRANCH_AT``); four
+steps of it did not teach the pick (22 right of 57 held-out against SFT's 27) and ended at 51/100, so the uniform
+depth stays the default.
 ``kl_ties`` anchors what the update leaves out. A KL penalty on the trials of the trained groups holds only the
 behaviour those trials show, while a small policy generalises the update to requests of every kind; the groups left
 out are the ones the policy plays consistently (every trial passed, or all failed and no guide joined), and nothing
