@@ -66,6 +66,21 @@ def test_what_is_not_shared(tokenizer):
     plain.backward()  # nothing to do
 
 
+def spy_on_prefixes(monkeypatch: Any) -> list[int]:
+    """The length of every shared prefix the training code builds from now on, in order."""
+    import toolworld.train.prefix as prefix_module
+
+    shared: list[int] = []
+
+    class Spy(SharedPrefix):
+        def __init__(self, *args: Any, **kw: Any) -> None:
+            super().__init__(*args, **kw)
+            shared.append(self.length)
+
+    monkeypatch.setattr(prefix_module, "SharedPrefix", Spy)
+    return shared
+
+
 def weights_after(train: Any) -> dict[str, Any]:
     model = train()
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -81,18 +96,10 @@ def same_weights(a: dict[str, Any], b: dict[str, Any], start: dict[str, Any]) ->
 
 
 def test_sft_and_grpo_loops_train_alike_with_and_without_the_shared_prompt(tokenizer, tmp_path, monkeypatch):
-    import toolworld.train.prefix as prefix_module
     from toolworld.train.grpo import GRPOConfig, update
     from toolworld.train.sft import SFTConfig, train_sft
 
-    shared: list[int] = []
-
-    class Spy(SharedPrefix):
-        def __init__(self, *args: Any, **kw: Any) -> None:
-            super().__init__(*args, **kw)
-            shared.append(self.length)
-
-    monkeypatch.setattr(prefix_module, "SharedPrefix", Spy)
+    shared = spy_on_prefixes(monkeypatch)
     samples = conversations(len(tokenizer), n=4)
     start = tiny_llama(tokenizer).state_dict()
 
@@ -198,7 +205,6 @@ def test_grpo_groups_run_their_own_shared_prompt_and_train_as_whole_conversation
     """Per group (``share_sets``): the trials of a group share more than the step's system prompt (the task's
     opening, a branch lead's turns); each group runs its part once, in the update and in the reference's logprobs
     (the KL term, anchors included), and the weights move as when every conversation runs whole."""
-    import toolworld.train.prefix as prefix_module
     from toolworld.train.grpo import GRPOConfig, share_sets, update
 
     keys = ["a", "b", "a", None, "c", "b", "d", "e", "e", "e"]
@@ -211,14 +217,7 @@ def test_grpo_groups_run_their_own_shared_prompt_and_train_as_whole_conversation
     # a: 1 * 10 > 2 * 3, its own set; b: 1 * 4 < 2 * 3, it stays with the rest; e: 2 * 5 > 3 * 3
     assert share_sets(keys, common) == [[0, 2], [7, 8, 9], [1, 3, 4, 5, 6]]
     assert share_sets([None, None], common) == [[0, 1]] and share_sets([], common) == []
-    shared: list[int] = []
-
-    class Spy(SharedPrefix):
-        def __init__(self, *args: Any, **kw: Any) -> None:
-            super().__init__(*args, **kw)
-            shared.append(self.length)
-
-    monkeypatch.setattr(prefix_module, "SharedPrefix", Spy)
+    shared = spy_on_prefixes(monkeypatch)
     vocab = len(tokenizer)
     head = conversations(vocab, prefix=40, n=1, seed=1)[0].input_ids[:40]  # the step's system prompt
     samples, anchors = [], []
