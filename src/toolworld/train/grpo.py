@@ -339,8 +339,8 @@ class GRPOConfig:
     batch_tokens: int | None = None
     #: Lay the opening that trials share (system prompt, user's first turn) once per packed row: same loss, less work.
     share_prefix: bool = True
-    #: Unpacked, run each group's shared prompt once (``share_sets``); False: one prefix for the whole step (the
-    #: system prompt alone), the earlier layout. The same update either way, so a run may resume with the other.
+    #: Unpacked, run a group's shared prompt once where that is less work than the step's (``share_sets``); False:
+    #: one prefix for the whole step (the system prompt alone), the earlier layout. The same update either way, so a run may resume with the other.
     share_groups: bool = True
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
@@ -479,8 +479,9 @@ class GRPOStep:
     #: Turns of the trained groups whose negative advantage ``blame_invented`` held to a made-up value (0 without it).
     blamed: int = 0
     #: Tokens of the conversations the update ran (trained and anchored), whole; the tokens its forward passes ran,
-    #: each group's shared prompt once (``share_sets``); and the tokens every one of them shares (the system prompt:
-    #: what a prefix shared by the whole step would run once). Work, not time: the saving on any machine.
+    #: each shared prompt once (a group's own where that pays, else the step's: ``share_sets``); and the tokens every
+    #: one of them shares (the system prompt: what a prefix shared by the whole step runs once). Work, not time: the
+    #: saving on any machine.
     update_whole: int = 0
     update_run: int = 0
     step_prefix: int = 0
@@ -855,8 +856,13 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
         kinds += [kind] * len(rows)
         keys += [None] * len(rows) if config.packing else [s.group for s in family if len(s)]  # a row per trial
     micro = [b.to(first.device, dtype=first.dtype) for b in packed]
-    sets = share_sets(keys, lambda rows: shared_length([micro[i] for i in rows])) \
-        if kv_shareable(config) and config.share_groups else [list(range(len(micro)))]
+    step_prefix = shared_length(micro) if kv_shareable(config) else 0  # what every row shares, logged as such
+
+    def common(rows: Sequence[int]) -> int:
+        rows = list(rows)
+        return step_prefix if len(rows) == len(micro) else shared_length([micro[i] for i in rows])
+
+    sets = share_sets(keys, common) if kv_shareable(config) and config.share_groups else [list(range(len(micro)))]
     supervised = [b.to(first.device, dtype=first.dtype) for b in _rows(sft, config, pad_id)] if config.sft_coef else []
     counts = [float(b.loss_mask.sum()) for b in micro]
     lengths = [b.computed_tokens for b in micro]
@@ -876,7 +882,7 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
         _steps(model, micro, olds, refs, counts, total, optimizer, params, config, sums, kinds, supervised, sets)
     weight = total * config.updates
     work = {"update_run": sums.pop("update_run", 0.0) / config.updates, "update_whole": float(sum(lengths)),
-            "step_prefix": float(shared_length(micro)) if kv_shareable(config) else 0.0}
+            "step_prefix": float(step_prefix)}
     stats = {key: value / weight for key, value in sums.items() if key not in ("sft_loss", "kl_ties")} | work
     if supervised:
         stats["sft_loss"] = sums["sft_loss"] / config.updates
