@@ -24,8 +24,9 @@ that of the merged weights, its grad norm the adapters'.
 ``--branch SPEC [--branch-at pick]`` samples the trials part-way along the lead's path as ``train grpo --branch``
 does, ``--kl C`` adds the KL term to the starting weights (the adapters switched off under ``lora``), and
 ``--layouts group,step`` makes each configuration's update once per layout from the same weights: ``group`` runs
-each group's shared prompt once (``GRPOConfig.share_groups``, the default), ``step`` one prompt for the whole step
-(the system prompt alone, the earlier layout). Each row then also gives ``update_s`` and the tokens the update's
+a group's shared prompt once where that is less work than the step's (``grpo.share_sets``,
+``GRPOConfig.share_groups``, the default), ``step`` one prompt for the whole step (the system prompt alone, the
+earlier layout). Each row then also gives ``update_s`` and the tokens the update's
 passes ran (``update_run``) of the conversations' whole length (``update_whole``): the time on this machine and the
 work on any.
 
@@ -114,7 +115,8 @@ def main() -> None:
     p.add_argument("--branch-at", default="uniform", choices=tuple(BRANCH_AT), help="Where a branched group starts.")
     p.add_argument("--kl", type=float, default=0.0, help="KL coefficient to the starting weights (0: none).")
     p.add_argument("--layouts", default="group", help="Comma-separated update layouts, each timed from the same "
-                   "weights: group (each group's shared prompt once), step (one prompt for the whole step).")
+                   "weights: group (a group's shared prompt once where that pays), step (one prompt for the whole "
+                   "step).")
     a = p.parse_args()
     configs = []
     for spec in a.configs.split(","):
