@@ -217,6 +217,10 @@ def test_grpo_groups_run_their_own_shared_prompt_and_train_as_whole_conversation
     # a: 1 * 10 > 2 * 3, its own set; b: 1 * 4 < 2 * 3, it stays with the rest; e: 2 * 5 > 3 * 3
     assert share_sets(keys, common) == [[0, 2], [7, 8, 9], [1, 3, 4, 5, 6]]
     assert share_sets([None, None], common) == [[0, 1]] and share_sets([], common) == []
+    # a caller that knows what every row shares passes it, in place of common(all rows): at 4, a keeps its set
+    # (1 * 10 > 2 * 4) and e does not (2 * 5 < 3 * 4); at 6 neither does
+    assert share_sets(keys, common, everyone=4) == [[0, 2], [1, 3, 4, 5, 6, 7, 8, 9]]
+    assert share_sets(keys, common, everyone=6) == [list(range(10))]
     shared = spy_on_prefixes(monkeypatch)
     vocab = len(tokenizer)
     head = conversations(vocab, prefix=40, n=1, seed=1)[0].input_ids[:40]  # the step's system prompt

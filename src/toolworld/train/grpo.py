@@ -340,7 +340,8 @@ class GRPOConfig:
     #: Lay the opening that trials share (system prompt, user's first turn) once per packed row: same loss, less work.
     share_prefix: bool = True
     #: Unpacked, run a group's shared prompt once where that is less work than the step's (``share_sets``); False:
-    #: one prefix for the whole step (the system prompt alone), the earlier layout. The same update either way, so a run may resume with the other.
+    #: one prefix for the whole step (the system prompt alone), the earlier layout. The same update either way, so a
+    #: run may resume with the other.
     share_groups: bool = True
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
@@ -857,12 +858,8 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
         keys += [None] * len(rows) if config.packing else [s.group for s in family if len(s)]  # a row per trial
     micro = [b.to(first.device, dtype=first.dtype) for b in packed]
     step_prefix = shared_length(micro) if kv_shareable(config) else 0  # what every row shares, logged as such
-
-    def common(rows: Sequence[int]) -> int:
-        rows = list(rows)
-        return step_prefix if len(rows) == len(micro) else shared_length([micro[i] for i in rows])
-
-    sets = share_sets(keys, common) if kv_shareable(config) and config.share_groups else [list(range(len(micro)))]
+    sets = share_sets(keys, lambda rows: shared_length([micro[i] for i in rows]), everyone=step_prefix) \
+        if kv_shareable(config) and config.share_groups else [list(range(len(micro)))]
     supervised = [b.to(first.device, dtype=first.dtype) for b in _rows(sft, config, pad_id)] if config.sft_coef else []
     counts = [float(b.loss_mask.sum()) for b in micro]
     lengths = [b.computed_tokens for b in micro]
@@ -892,7 +889,8 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
     return stats
 
 
-def share_sets(keys: Sequence[str | None], common: Callable[[Sequence[int]], int]) -> list[list[int]]:
+def share_sets(keys: Sequence[str | None], common: Callable[[Sequence[int]], int], *,
+               everyone: int | None = None) -> list[list[int]]:  # fmt: skip
     """Which micro-batches run their shared prompt together (:class:`~toolworld.train.prefix.SharedPrefix`), by
     each one's group (None: a packed row, which shares inside itself) and ``common(rows)``, the tokens those rows
     share: a group of two or more rows is a set of its own where that is less work, and the rest (lone anchors,
@@ -904,11 +902,12 @@ def share_sets(keys: Sequence[str | None], common: Callable[[Sequence[int]], int
     step's (``P``: what every row shares), so their own set pays when ``(m - 1) L > m P``: for a group of 8 beside a
     2,134-token system prompt, when it shares ~305 tokens more. On the info tasks a branched group's common part
     beyond the system prompt is often less than that (the lead's turns are short), so many groups stay in the
-    step's set."""
+    step's set. ``everyone`` is ``P`` where the caller has it already (else ``common`` of all rows)."""
     groups: dict[str | None, list[int]] = defaultdict(list)
     for i, key in enumerate(keys):
         groups[key].append(i)
-    everyone = common(range(len(keys)))
+    if everyone is None:
+        everyone = common(range(len(keys)))
     sets = [rows for key, rows in groups.items()
             if key is not None and len(rows) > 1 and (len(rows) - 1) * common(rows) > len(rows) * everyone]  # fmt: skip
     own = {i for rows in sets for i in rows}
