@@ -552,7 +552,7 @@ class Bench:
                             updates=a.grpo_updates, min_groups=a.grpo_min_groups, max_draws=a.grpo_max_draws,
                             balance=a.grpo_balance, guide=a.grpo_guide or "", branch=a.grpo_branch or "",
                             branch_from_start=a.grpo_branch_from_start, branch_at=a.grpo_branch_at,
-                            blame_invented=a.grpo_blame_invented, sft_coef=a.grpo_sft,
+                            blame_invented=a.grpo_blame_invented, sft_coef=a.grpo_sft, sft_floor=a.grpo_sft_floor,
                             advantage=a.grpo_advantage, kl_coef=a.grpo_kl, kl_ties=a.grpo_kl_ties,
                             neg_weight=a.grpo_neg_weight,
                             overlong_penalty=a.grpo_overlong_penalty,
@@ -569,7 +569,7 @@ class Bench:
                             sampler=exported if a.engine == "llamacpp" else self.hf_sampler("grpo"),
                             limits=self.limits(sampling=True),
                             eval_tasks=self.heldout if a.grpo_eval_every else None, eval_limits=self.limits(),
-                            sft=self.sft_data() if a.grpo_sft else None)  # fmt: skip
+                            sft=self.sft_data() if a.grpo_sft or a.grpo_sft_floor else None)  # fmt: skip
         for policy in live:
             policy.engine.close()
         logged = grpo_log(self.out / "grpo", result.resumed_from, time.perf_counter() - started)
@@ -734,6 +734,10 @@ def main() -> None:
     p.add_argument("--grpo-sft", type=float, default=0.0, metavar="COEF",
                    help="Mix SFT's loss on its own conversations into every GRPO update with this weight (PPO-ptx; "
                         "0: none), 4 conversations a step.")
+    p.add_argument("--grpo-sft-floor", type=float, default=0.0, metavar="COEF",
+                   help="Hold the same conversations' tokens at least as likely as the reference had them (a one-"
+                        "sided k3 with this weight; 0: none): what the branch's lead plays stays learnt without "
+                        "being fitted further. Needs --grpo-kl or --grpo-lora.")
     p.add_argument("--grpo-guide", default=None, metavar="SPEC",
                    help="Off-policy guidance: this policy's passing trial joins each group whose trials all failed, "
                         "with reward 1 (gold, or gold:explain=1 after --explain-picks: the conversations SFT learnt).")

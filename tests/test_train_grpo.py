@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import shutil
 import warnings
 from pathlib import Path
@@ -51,6 +52,7 @@ from toolworld.train.grpo import (  # noqa: E402
     update,
 )
 from toolworld.train.logprobs import logprob_gap, token_logprobs  # noqa: E402
+from toolworld.train.losses import floor_loss, sft_loss  # noqa: E402
 from toolworld.train.rft import SAMPLES_FILE, SUMMARY_FILE, train_rft  # noqa: E402
 from toolworld.train.sft import SFTConfig, SFTError  # noqa: E402
 from toolworld.world import get_world  # noqa: E402
@@ -684,11 +686,61 @@ def test_a_run_with_a_supervised_term_logs_it_every_update_and_refuses_half_of_i
                scorer=Recorder(), on_step=steps.append, sft=kept)  # fmt: skip
     assert steps[0].updated and steps[0].sft_loss is not None and steps[0].sft_loss > 0
     assert json.loads((tmp_path / "o" / "train.jsonl").read_text().splitlines()[0])["sft_loss"] == steps[0].sft_loss
+    # the floor alone on LoRA: the reference is the adapters switched off, which at the first update is the model
+    train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(tmp_path / "f", steps=1, lora=True,
+                                                                          sft_floor=1.0, sft_batch=2),
+               scorer=Recorder(), on_step=steps.append, sft=kept)  # fmt: skip
+    assert steps[1].updated and steps[1].sft_loss is not None and steps[1].sft_loss > 0
+    assert (steps[1].sft_floor, steps[1].sft_below) == (0.0, 0.0)
     for kw, given in (({"sft_coef": 0.5}, None), ({}, kept)):
         with pytest.raises(GRPOError) as err:
             train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(tmp_path / "x", **kw),
                        scorer=Recorder(), sft=given)  # fmt: skip
         assert err.value.kind == "invalid_option" and "sft_coef" in str(err.value)
+
+
+def test_the_floor_pulls_a_conversation_back_up_to_the_reference_and_exerts_no_force_at_it(tokenizer):
+    """sft_floor alone (no advantage, no supervised loss): against the model it starts from, every token sits at the
+    reference, so the step leaves the weights as they are whatever the weight; against a reference under which the
+    conversation was likelier, it raises the conversation and logs the loss before its weight."""
+    model = tiny_model(tokenizer)
+    ids = tokenizer("a conversation SFT learnt and GRPO should not forget")["input_ids"]
+    mask = [0, 0] + [1] * (len(ids) - 2)
+    trial = Sample(input_ids=ids, loss_mask=mask, logprobs=[0.0] * len(ids), advantage=0.0, group="t",
+                   meta={"reward": 0.0})  # fmt: skip
+    kept = Sample(input_ids=ids[::-1], loss_mask=mask)
+    cfg = config(Path("unused"), lr=1e-3, packing=False, kl_coef=0.1, sft_floor=5.0)
+    m = copy.deepcopy(model)
+    params = [p for p in m.parameters() if p.requires_grad]
+    stats = update(m, copy.deepcopy(model), [trial], make_optimizer(params, cfg), params, cfg, 0, sft=[kept])
+    assert stats["sft_floor"] == 0.0 and stats["sft_below"] == 0.0
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in m.state_dict().items())
+    # a reference fitted to the conversation, which is likelier there than under the model
+    ref = copy.deepcopy(model)
+    fit = torch.optim.SGD(ref.parameters(), lr=0.5)
+    for _ in range(5):
+        fit.zero_grad()
+        sft_loss(ref, collate([kept], 0)).backward()
+        fit.step()
+    assert guide_logprob(ref, kept) > guide_logprob(model, kept) + 1.0
+    m = copy.deepcopy(model)
+    params = [p for p in m.parameters() if p.requires_grad]
+    stats = update(m, ref, [trial], make_optimizer(params, cfg), params, cfg, 0, sft=[kept])
+    assert stats["sft_floor"] > 0 and 0 < stats["sft_below"] <= 1
+    assert guide_logprob(m, kept) > guide_logprob(model, kept) + 0.1
+
+
+def test_the_floor_is_a_one_sided_k3_on_the_masked_tokens():
+    """Golden values: only the masked token below the reference counts, with k3 = e^d - d - 1 at d = 0.5."""
+    logp = torch.tensor([[-1.0, -2.0, -0.5, -3.0]], requires_grad=True)
+    ref = torch.tensor([[-0.5, -2.5, -0.5, -1.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])  # the last token is far below, but not learnt
+    loss, below = floor_loss(logp, ref, mask)
+    k3 = math.exp(0.5) - 0.5 - 1.0
+    assert float(loss.detach()) == pytest.approx(k3 / 3) and below == pytest.approx(1 / 3)
+    loss.backward()
+    assert logp.grad is not None
+    assert logp.grad[0].tolist() == pytest.approx([-(math.exp(0.5) - 1.0) / 3, 0.0, 0.0, 0.0])
 
 
 def anchored_k3(model: Any, ref: Any, sample: Sample) -> float:
@@ -1128,7 +1180,7 @@ def test_config_errors_are_structured():
     for bad in ({"group": 1}, {"advantage": "ppo"}, {"reward": "pass"}, {"temperature": 0.0}, {"optimizer": "lion"},
                 {"max_len": 100, "batch_tokens": 50}, {"min_groups": -1}, {"max_draws": 0},
                 {"neg_weight": -0.5}, {"overlong_penalty": -0.1}, {"overlong_penalty": float("nan")},
-                {"kl_ties": -1}, {"kl_ties": 1}):
+                {"kl_ties": -1}, {"kl_ties": 1}, {"sft_floor": -1.0}, {"sft_floor": 1.0}):
         with pytest.raises(GRPOError) as info:
             GRPOConfig(**bad)
         assert info.value.kind == "invalid_option" and next(iter(bad)) in str(info.value)
@@ -1317,6 +1369,15 @@ def test_cli_grpo_one_step(tokenizer, tasks, tmp_path):
                            catch_exceptions=False)  # fmt: skip
     assert naught.exit_code == 1 and "nothing" in json.loads(naught.output.strip().splitlines()[-1])["error"]["message"]
     assert not (tmp_path / "o13" / "sft-gold").exists()
+    # the floor: it needs the conversations, and a reference (--kl or --lora), before anything is played
+    floor = runner.invoke(app, [*args[:6], str(tmp_path / "o14"), *args[7:], "--sft-floor", "1"], catch_exceptions=False)
+    assert floor.exit_code == 1 and "--sft PATH" in json.loads(floor.output.strip().splitlines()[-1])["error"]["message"]
+    floor = runner.invoke(app, [*args[:6], str(tmp_path / "o15"), *args[7:], "--sft", str(task_file), "--sft-coef", "0",
+                                "--sft-floor", "1"], catch_exceptions=False)  # fmt: skip
+    error = json.loads(floor.output.strip().splitlines()[-1])["error"]
+    assert floor.exit_code == 1 and error["type"] == "invalid_option" and error["message"].startswith("--sft-floor")
+    assert "--kl" in error["message"]
+    assert not (tmp_path / "o15" / "sft-gold").exists()
     bad_guide = runner.invoke(app, [*args[:6], str(tmp_path / "o10"), *args[7:], "--guide", "gold:bogus=1"],
                               catch_exceptions=False)  # fmt: skip
     error = json.loads(bad_guide.output.strip().splitlines()[-1])["error"]

@@ -367,6 +367,11 @@ def grpo(
                                                     "undo what SFT taught on other kinds of request.")] = None,
     sft_coef: Annotated[float | None, typer.Option("--sft-coef", min=0.0, help="Weight of the --sft loss in each "
                                                    "update (default 1.0 with --sft).")] = None,
+    sft_floor: Annotated[float, typer.Option("--sft-floor", min=0.0, help="Weight of a floor under the --sft "
+                                             "conversations' likelihood: a token the update made less likely than "
+                                             "the reference did is pulled back, one made more likely is left alone "
+                                             "(one-sided k3; 0: none). Unlike --sft-coef it does not fit them "
+                                             "further. Needs --kl or --lora for the reference.")] = 0.0,
     sft_batch: Annotated[int, typer.Option("--sft-batch", min=1, help="--sft conversations per update, drawn by "
                                            "seed and step.")] = 4,
     sft_gold: Annotated[str, typer.Option("--sft-gold", help="The gold policy that plays a task file given to --sft "
@@ -421,9 +426,13 @@ def grpo(
     eval_every = (eval_every or 10) if eval_tasks is not None else 0
     if sft_coef is not None and sft_source is None:
         fail("invalid_option", "--sft-coef needs --sft PATH: the conversations whose loss it weighs")
-    if sft_coef == 0 and sft_source is not None:
-        fail("invalid_option", "--sft-coef 0 weighs the --sft conversations at nothing: drop --sft, or give a weight > 0")
-    sft_coef = (1.0 if sft_coef is None else sft_coef) if sft_source is not None else 0.0
+    if sft_floor and sft_source is None:
+        fail("invalid_option", "--sft-floor needs --sft PATH: the conversations it holds")
+    if sft_coef == 0 and sft_source is not None and not sft_floor:
+        fail("invalid_option", "--sft-coef 0 weighs the --sft conversations at nothing: drop --sft, or give a weight > 0 "
+             "(or --sft-floor)")
+    # with a floor alone the conversations are held, not fitted: the supervised loss then defaults to none
+    sft_coef = (sft_coef if sft_coef is not None else 0.0 if sft_floor else 1.0) if sft_source is not None else 0.0
     try:
         config = GRPOConfig(out=out, group=group, tasks_per_step=tasks_per_step, steps=steps, clip=clip,
                             lr=lr if lr is not None else (3e-5 if lora else 1e-6), optimizer=optimizer,
@@ -432,7 +441,8 @@ def grpo(
                             advantage=advantage, reward=reward, reward_control=reward_control,
                             updates=updates, min_groups=min_groups,
                             max_draws=max_draws, balance=balance, guide=guide or "", branch=branch or "",
-                            branch_from_start=branch_from_start, branch_at=branch_at, blame_invented=blame_invented, sft_coef=sft_coef,
+                            branch_from_start=branch_from_start, branch_at=branch_at, blame_invented=blame_invented,
+                            sft_coef=sft_coef, sft_floor=sft_floor,
                             sft_batch=sft_batch, max_tokens=max_tokens,
                             temperature=temperature, max_len=max_len, concurrency=concurrency, seed=seed,
                             save_every=save_every, keep_checkpoints=keep_checkpoints, resume=resume,

@@ -16,6 +16,7 @@ One step of :func:`train_grpo`::
      and the update keeps that many groups of each target, the first drawn)
     guide: a group whose G trials all failed gets the guide's passing trial as member G+1 (reward 1)
     loss   = policy_loss + sft_coef * sft_loss(sft_batch conversations of `sft`)   # drawn by (seed, step)
+             + sft_floor * floor_loss(the same conversations)  # their tokens held at the reference's likelihood
     A_i    = advantage(r of the task's G trials)               # grpo | dr_grpo | mc_grpo | gigpo
              (gigpo adds, per turn's tokens, the step-level advantage over turns taken in the same situation:
               same world state, same user and tool messages so far)
@@ -89,6 +90,14 @@ add ``kl_coef`` times their k3 to the reference, summed over their tokens and di
 count, so an anchored token weighs what a trained token's KL weighs and the policy gradient is not thinned by them.
 A tied group has no advantage, so every update here leaves it out, and its KL with it (with or without dynamic
 sampling); an implementation that keeps tied groups in its batch holds them with its KL by construction.
+``sft_floor`` holds the conversations of ``sft`` without fitting them further: a one-sided k3 to the reference on their
+assistant tokens (``losses.floor_loss``), so a token the update made less likely than the reference did is pulled
+back and one it made more likely is left alone. Why: with branched groups (``branch``) the lead plays the opening
+turns (the customer lookup) as prompt, so neither the policy term nor its KL (both on sampled tokens) reaches them,
+and on SmolLM2-135M held-out failures that never looked the customer up rose from SFT's 3 to 10; SFT's loss at a
+weight of 3 kept the lookup but, fitting the gold past the reference, moved the model away from SFT (KL 0.001 ->
+0.012) and lost the pick (docs/benchmarks.md). The floor exerts no force until a gold token falls below the
+reference, whatever its weight.
 ``blame_invented`` moves a failed turn's blame onto what it made up. A small policy fills a call's arguments with
 what it saw in training (an email for a customer who gave a name and a zip code, an order number no tool returned);
 the episode fails, and the plain update lowers the whole turn, the tool with the value. On SmolLM2-135M the
@@ -331,7 +340,11 @@ class GRPOConfig:
     reward_control: str = "none"
     #: Weight of the supervised loss on ``train_grpo(sft=...)`` conversations in each update (0: none; see above).
     sft_coef: float = 0.0
-    #: Conversations of ``sft`` that each step's supervised term is taken on, drawn by (seed, step).
+    #: Weight of a floor under the likelihood of the same conversations (``losses.floor_loss``: one-sided k3 to the
+    #: reference on their assistant tokens; 0: none; needs ``kl_coef`` or ``lora`` for a reference). Why: the
+    #: module docstring's ``sft_floor`` paragraph.
+    sft_floor: float = 0.0
+    #: Conversations of ``sft`` that each step's supervised terms are taken on, drawn by (seed, step).
     sft_batch: int = 4
     max_tokens: int = 512
     temperature: float = 1.0
@@ -407,6 +420,9 @@ class GRPOConfig:
                    f"one of {', '.join(BRANCH_AT)}, and uniform unless branch is set (without a lead there is "
                    "nothing to start after)"),
                   ("sft_coef", self.sft_coef >= 0, ">= 0 (0: none)"),
+                  ("sft_floor", self.sft_floor >= 0 and (self.sft_floor == 0 or self.kl_coef > 0 or self.lora),
+                   ">= 0, and 0 unless kl_coef > 0 or lora is on (it holds the conversations at a reference's "
+                   "likelihood: the model as given, or its adapters switched off)"),
                   ("sft_batch", self.sft_batch >= 1, ">= 1"), ("advantage", self.advantage in ADVANTAGES,
                                                             f"one of {', '.join(ADVANTAGES)}"),
                   ("reward", self.reward in REWARDS, f"one of {', '.join(REWARDS)}"),
@@ -466,6 +482,8 @@ class GRPOStep:
     draws: int
     loss: float | None
     sft_loss: float | None  # the supervised term's loss (before its weight), None without one or without an update
+    sft_floor: float | None  # the floor's loss on the same conversations (before its weight), None without one
+    sft_below: float | None  # the share of their assistant tokens less likely than under the reference
     kl: float | None
     anchored: int  # trials of groups left out of the update that carried the KL term alone (kl_ties)
     kl_ties: float | None  # their mean k3 to the reference, None without any
@@ -839,12 +857,14 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
     them. ``kl_ties`` in the stats is their mean k3."""
     import torch
 
+    from .logprobs import token_logprobs
     from .prefix import kv_shareable, shared_length
 
     first = next(model.parameters())
     assert config.batch_tokens is not None
-    if anchors and ref_model is None:
-        raise GRPOError("anchors carry the KL term alone: give a reference model (kl_coef > 0)", kind="invalid_option")
+    if (anchors or config.sft_floor) and ref_model is None:
+        raise GRPOError("anchors (the KL term alone) and sft_floor compare with a reference: give a reference model",
+                        kind="invalid_option")  # fmt: skip
     # a rendered trial (a guide's) goes in micro-batches of its own: it has no sampler logprobs to weigh against;
     # so do anchors, whose loss is the KL term alone
     families = {"sampled": [s for s in samples if not s.meta.get("rendered")],
@@ -860,7 +880,8 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
     step_prefix = shared_length(micro) if kv_shareable(config) else 0  # what every row shares, logged as such
     sets = share_sets(keys, lambda rows: shared_length([micro[i] for i in rows]), everyone=step_prefix) \
         if kv_shareable(config) and config.share_groups else [list(range(len(micro)))]
-    supervised = [b.to(first.device, dtype=first.dtype) for b in _rows(sft, config, pad_id)] if config.sft_coef else []
+    supervised = [b.to(first.device, dtype=first.dtype) for b in _rows(sft, config, pad_id)] \
+        if config.sft_coef or config.sft_floor else []
     counts = [float(b.loss_mask.sum()) for b in micro]
     lengths = [b.computed_tokens for b in micro]
     tokens = {kind: sum(n for n, k in zip(counts, kinds, strict=True) if k == kind) for kind in families}
@@ -873,16 +894,20 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
         # an anchor has no advantage to weigh by a ratio: it takes none (ratio 1), and costs no forward pass here
         olds = _shared_logprobs(model, micro, sets, config, skip=[k == "anchor" for k in kinds]) \
             if config.updates > 1 else none
-        refs = _shared_logprobs(ref_model, micro, sets, config) if ref_model is not None else none
+        refs = _shared_logprobs(ref_model, micro, sets, config) if ref_model is not None and config.kl_coef else none
+        # the floor compares the supervised conversations' likelihood at temperature 1, as SFT learnt it
+        floors = [token_logprobs(ref_model, b) for b in supervised] if config.sft_floor else []
     sums: dict[str, float] = defaultdict(float)
     with layer_checkpointing(model, config.gradient_checkpointing), autocast():
-        _steps(model, micro, olds, refs, counts, total, optimizer, params, config, sums, kinds, supervised, sets)
+        _steps(model, micro, olds, refs, counts, total, optimizer, params, config, sums, kinds, supervised, sets,
+               floors)
     weight = total * config.updates
     work = {"update_run": sums.pop("update_run", 0.0) / config.updates, "update_whole": float(sum(lengths)),
             "step_prefix": float(step_prefix)}
-    stats = {key: value / weight for key, value in sums.items() if key not in ("sft_loss", "kl_ties")} | work
+    own = ("sft_loss", "sft_floor", "sft_below", "kl_ties")
+    stats = {key: value / weight for key, value in sums.items() if key not in own} | work
     if supervised:
-        stats["sft_loss"] = sums["sft_loss"] / config.updates
+        stats |= {key: sums[key] / config.updates for key in own[:3] if key in sums}
     if tokens["anchor"]:
         stats["kl_ties"] = sums["kl_ties"] / (tokens["anchor"] * config.updates)
     stats["logprob_gap"] = sums["logprob_gap"] / max(tokens["sampled"] * config.updates, 1.0)  # the sampled alone
@@ -947,15 +972,18 @@ def _rows(samples: Sequence[Sample], config: GRPOConfig, pad_id: int) -> list[An
 
 def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], counts: list[float], total: float,
            optimizer: Any, params: list[Any], config: GRPOConfig, sums: dict[str, float],
-           kinds: list[str], supervised: list[Any], sets: Sequence[Sequence[int]]) -> None:  # fmt: skip
+           kinds: list[str], supervised: list[Any], sets: Sequence[Sequence[int]],
+           floors: Sequence[Any] = ()) -> None:  # fmt: skip
     """The optimizer steps of :func:`update`, adding each one's token-weighted stats to ``sums``; a ``rendered``
     micro-batch (a guide's trials) takes no importance weight and adds nothing to the logprob gap; an ``anchor`` one
     adds its KL penalty to the loss and its k3 to ``kl_ties`` alone; ``supervised`` micro-batches add
-    ``config.sft_coef`` times their token-mean NLL; each of ``sets`` (:func:`share_sets`) runs its shared prompt
+    ``config.sft_coef`` times their token-mean NLL and ``config.sft_floor`` times their ``floor_loss`` against
+    ``floors`` (the reference's logprobs of them); each of ``sets`` (:func:`share_sets`) runs its shared prompt
     once."""
     import torch
 
-    from .losses import policy_loss, sft_loss
+    from .logprobs import token_logprobs
+    from .losses import floor_loss, policy_loss, sft_loss
     from .prefix import SharedPrefix, kv_shareable
 
     learnt = sum(float(b.loss_mask.sum()) for b in supervised) or 1.0  # the supervised term's own token count
@@ -981,10 +1009,18 @@ def _steps(model: Any, micro: list[Any], olds: list[Any], refs: list[Any], count
                 for key in ("kl", "clip_frac", *(("logprob_gap",) if kind == "sampled" else ())):
                     sums[key] += stats[key] * n
             prefix.backward()
-        for batch in supervised:  # the supervised term is its own token mean, whatever the trials' length
-            nll = sft_loss(model, batch)
+        # the supervised terms are their own token means, whatever the trials' length; one forward pass serves both
+        for j, batch in enumerate(supervised):
+            logp = token_logprobs(model, batch)
+            nll = sft_loss(model, batch, logprobs=logp)
             share = float(batch.loss_mask.sum()) / learnt
-            (nll * (config.sft_coef * share)).backward()
+            term = nll * config.sft_coef
+            if config.sft_floor:
+                floor, below = floor_loss(logp, floors[j], batch.loss_mask)
+                term = term + floor * config.sft_floor
+                sums["sft_floor"] += float(floor.detach()) * share
+                sums["sft_below"] += below * share
+            (term * share).backward()
             sums["sft_loss"] += float(nll.detach()) * share
         sums["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)) * total
         optimizer.step()
@@ -1169,7 +1205,7 @@ def _tensorboard(config: GRPOConfig) -> Any:
 def _sft_batch(samples: Sequence[Sample], config: GRPOConfig, step: int) -> list[Sample]:
     """The ``config.sft_batch`` conversations of ``samples`` that step ``step`` (0-based) mixes in, drawn by
     (seed, step) alone, so a resumed run takes the ones an uninterrupted run would have."""
-    if not config.sft_coef:
+    if not (config.sft_coef or config.sft_floor):
         return []
     if config.sft_batch >= len(samples):
         return list(samples)
@@ -1232,9 +1268,10 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     if bool(config.eval_every) != bool(eval_tasks):
         raise GRPOError("eval_every and eval_tasks go together: give both to evaluate during training, or neither",
                         kind="invalid_option")  # fmt: skip
-    if bool(config.sft_coef) != bool(sft):
-        raise GRPOError("sft_coef and sft go together: give both conversations (sft=) and their weight (sft_coef > 0) "
-                        "to mix a supervised loss into the updates, or neither", kind="invalid_option")  # fmt: skip
+    if bool(config.sft_coef or config.sft_floor) != bool(sft):
+        raise GRPOError("sft_coef (or sft_floor) and sft go together: give both conversations (sft=) and a weight "
+                        "(sft_coef > 0 or sft_floor > 0) to mix a supervised term into the updates, or neither",
+                        kind="invalid_option")  # fmt: skip
     if eval_tasks:
         eval_tasks = one_world_tasks(eval_tasks, world, error=GRPOError, what="evaluate on")
         shared = sorted({t.id for t in eval_tasks} & {t.id for t in tasks})
@@ -1259,7 +1296,7 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
     saved = model if peft is None else peft  # what a checkpoint holds: the model, or the adapter alone
     model.eval()  # see the module docstring: no dropout, so pi and pi_old are one function
     ref_model: Any = None
-    if config.kl_coef:  # the reference is the model as given, before any update (also when resuming)
+    if config.kl_coef or config.sft_floor:  # the model as given, before any update (also when resuming)
         ref_model = AdapterOff(peft) if peft is not None else copy.deepcopy(model).eval().requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(params, config)
@@ -1391,7 +1428,8 @@ def train_grpo(model: Any, tokenizer: Any, world: World, tasks: Sequence[Task], 
                 trials=len(pairs), infra_errors=len(pairs) - len(scored), groups=len(spread),
                 guided=len(guided), updated=bool(train_on),
                 tasks=len(taken), draws=draws,
-                loss=stats.get("loss"), sft_loss=stats.get("sft_loss"), kl=stats.get("kl"), clip_frac=stats.get("clip_frac"),
+                loss=stats.get("loss"), sft_loss=stats.get("sft_loss"), sft_floor=stats.get("sft_floor"),
+                sft_below=stats.get("sft_below"), kl=stats.get("kl"), clip_frac=stats.get("clip_frac"),
                 anchored=len(anchors) if train_on else 0, kl_ties=stats.get("kl_ties"),
                 logprob_gap=stats.get("logprob_gap"), grad_norm=stats.get("grad_norm"), tokens=tokens,
                 tokens_per_s=tokens / max(took, 1e-9), seconds=took, sample_s=t_sampled - t0,

@@ -1,6 +1,7 @@
-"""Losses on a :class:`~toolworld.train.data.Batch`: supervised NLL and the clipped policy-gradient surrogate.
+"""Losses on a :class:`~toolworld.train.data.Batch`: supervised NLL, the clipped policy-gradient surrogate and a
+floor under the likelihood of conversations known good.
 
-Both are token means over ``loss_mask`` across the whole batch (not a mean of per-sequence means), so a long
+All are token means over ``loss_mask`` across the whole batch (not a mean of per-sequence means), so a long
 episode weighs by its tokens and a short one is not up-weighted (the DAPO / Dr. GRPO aggregation).
 """
 
@@ -27,13 +28,33 @@ def _mask(model: Any, batch: Batch) -> torch.Tensor:
     return mask
 
 
-def sft_loss(model: Any, batch: Batch) -> torch.Tensor:
+def sft_loss(model: Any, batch: Batch, *, logprobs: torch.Tensor | None = None) -> torch.Tensor:
     """Mean negative log-likelihood of the tokens under ``loss_mask``: ``-sum(m_t log p(x_t)) / sum(m_t)``.
 
     A sequence's first token has no context to be predicted from and scores 0; chat data never masks it in.
+    ``logprobs`` (``token_logprobs(model, batch)``, with their graph) spares the forward pass where the caller has
+    them already.
     """
     mask = _mask(model, batch)
-    return -_masked_mean(token_logprobs(model, batch), mask)
+    return -_masked_mean(token_logprobs(model, batch) if logprobs is None else logprobs, mask)
+
+
+def floor_loss(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """One-sided k3 to the reference over ``mask``: the likelihood of tokens known good held at the reference's.
+
+        L = sum_t m_t [log pi(x_t) < log ref(x_t)] k3_t / sum_t m_t,   k3_t = e^d - d - 1,  d = log ref - log pi
+
+    On a conversation that passed (the gold SFT learnt), a token the update made less likely than the reference
+    did is pulled back (gradient ``-(e^d - 1)`` on ``log pi``, ~``-d`` near the reference), and one it made more
+    likely is left alone: unlike SFT's loss, nothing pushes the conversation past where the reference had it, and
+    unlike the two-sided KL, nothing holds back a gain on it. ``ref_logprobs`` are detached. Returns the loss and
+    the fraction of masked tokens below the reference.
+    """
+    ref = ref_logprobs.to(logprobs.device).detach()
+    mask = mask.to(logprobs.device)
+    below = (logprobs.detach() < ref).to(logprobs.dtype)
+    loss = _masked_mean(kl_k3(logprobs, ref) * below, mask)
+    return loss, float(_masked_mean(below, mask))
 
 
 def policy_loss(model: Any, batch: Batch, *, clip: float = 0.2, tis_cap: float | None = 2.0, kl_coef: float = 0.0,
