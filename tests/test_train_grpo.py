@@ -692,6 +692,11 @@ def test_a_run_with_a_supervised_term_logs_it_every_update_and_refuses_half_of_i
                scorer=Recorder(), on_step=steps.append, sft=kept)  # fmt: skip
     assert steps[1].updated and steps[1].sft_loss is not None and steps[1].sft_loss > 0
     assert (steps[1].sft_floor, steps[1].sft_below) == (0.0, 0.0)
+    with pytest.raises(GRPOError) as err:  # another floor is another experiment
+        train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(tmp_path / "f", steps=2, lora=True,
+                                                                              sft_floor=2.0, resume=True),
+                   scorer=Recorder(), sft=kept)  # fmt: skip
+    assert "sft_floor" in str(err.value)
     for kw, given in (({"sft_coef": 0.5}, None), ({}, kept)):
         with pytest.raises(GRPOError) as err:
             train_grpo(tiny_model(tokenizer), tokenizer, world, tasks[:1], config(tmp_path / "x", **kw),

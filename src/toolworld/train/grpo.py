@@ -203,13 +203,13 @@ Scorer = Callable[["Task", "Trajectory"], "Score"]
 # Options a resumed run must share with its checkpoint: changing them mid-run would make it another experiment.
 _RESUME_KEYS = ("group", "tasks_per_step", "seed", "advantage", "reward", "lr", "clip", "tis_cap", "kl_coef", "updates",
                 "max_tokens", "temperature", "max_len", "optimizer", "min_groups", "max_draws", "balance", "guide",
-                "sft_coef", "sft_batch", "reward_control", "lora", "lora_r", "lora_alpha", "neg_weight",
+                "sft_coef", "sft_floor", "sft_batch", "reward_control", "lora", "lora_r", "lora_alpha", "neg_weight",
                 "overlong_penalty", "kl_ties", "branch", "branch_from_start", "branch_at", "blame_invented")  # fmt: skip
 #: What a checkpoint written before a key was recorded was trained with: the value then, not today's default (an
 #: AdamW checkpoint resumed as SGD would load Adam's moments into SGD and fail a whole sampling step later).
 _LEGACY = {**LAYOUT_KEYS, "optimizer": "adamw", "min_groups": 0, "max_draws": 4, "balance": False, "guide": "",
-           "sft_coef": 0.0, "sft_batch": 4, "reward_control": "none", "lora": False, "lora_r": 16, "lora_alpha": 32,
-           "neg_weight": 1.0, "overlong_penalty": 0.0, "kl_ties": 0, "branch": "", "branch_from_start": 0.0,
+           "sft_coef": 0.0, "sft_floor": 0.0, "sft_batch": 4, "reward_control": "none", "lora": False, "lora_r": 16,
+           "lora_alpha": 32, "neg_weight": 1.0, "overlong_penalty": 0.0, "kl_ties": 0, "branch": "", "branch_from_start": 0.0,
            "branch_at": "uniform", "blame_invented": False}
 
 
