@@ -654,16 +654,21 @@ def test_a_guide_that_does_not_build_is_refused_before_anything_is_sampled(token
     assert err.value.kind == "invalid_option" and "guide" in str(err.value) and not scorer.seen
 
 
-def test_the_supervised_term_pulls_towards_its_conversations_and_is_logged_before_its_weight(tokenizer):
-    """With no advantage anywhere the policy term has no gradient; sft_coef > 0 alone then moves the model, raising
-    the supervised conversation, and the step reports that conversation's NLL (not times the coefficient)."""
-    model = tiny_model(tokenizer)
+def unadvantaged_and_kept(tokenizer: Any) -> tuple[Sample, Sample]:
+    """A sampled trial with no advantage (the policy term has no gradient on it) and a conversation to keep."""
     ids = tokenizer("a conversation SFT learnt and GRPO should not forget")["input_ids"]
     mask = [0, 0] + [1] * (len(ids) - 2)
     trial = Sample(input_ids=ids, loss_mask=mask, logprobs=[0.0] * len(ids), advantage=0.0, group="t",
                    meta={"reward": 0.0})  # fmt: skip
-    kept = Sample(input_ids=ids[::-1], loss_mask=mask)
-    start = -guide_logprob(model, kept) / sum(mask)
+    return trial, Sample(input_ids=ids[::-1], loss_mask=mask)
+
+
+def test_the_supervised_term_pulls_towards_its_conversations_and_is_logged_before_its_weight(tokenizer):
+    """With no advantage anywhere the policy term has no gradient; sft_coef > 0 alone then moves the model, raising
+    the supervised conversation, and the step reports that conversation's NLL (not times the coefficient)."""
+    model = tiny_model(tokenizer)
+    trial, kept = unadvantaged_and_kept(tokenizer)
+    start = -guide_logprob(model, kept) / sum(kept.loss_mask)
     moved = {}
     for coef in (0.0, 1.0):
         m = copy.deepcopy(model)
@@ -709,11 +714,7 @@ def test_the_floor_pulls_a_conversation_back_up_to_the_reference_and_exerts_no_f
     reference, so the step leaves the weights as they are whatever the weight; against a reference under which the
     conversation was likelier, it raises the conversation and logs the loss before its weight."""
     model = tiny_model(tokenizer)
-    ids = tokenizer("a conversation SFT learnt and GRPO should not forget")["input_ids"]
-    mask = [0, 0] + [1] * (len(ids) - 2)
-    trial = Sample(input_ids=ids, loss_mask=mask, logprobs=[0.0] * len(ids), advantage=0.0, group="t",
-                   meta={"reward": 0.0})  # fmt: skip
-    kept = Sample(input_ids=ids[::-1], loss_mask=mask)
+    trial, kept = unadvantaged_and_kept(tokenizer)
     cfg = config(Path("unused"), lr=1e-3, packing=False, kl_coef=0.1, sft_floor=5.0)
     m = copy.deepcopy(model)
     params = [p for p in m.parameters() if p.requires_grad]
