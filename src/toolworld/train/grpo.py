@@ -906,10 +906,13 @@ def update(model: Any, ref_model: Any, samples: Sequence[Sample], optimizer: Any
     weight = total * config.updates
     work = {"update_run": sums.pop("update_run", 0.0) / config.updates, "update_whole": float(sum(lengths)),
             "step_prefix": float(step_prefix)}
-    own = ("sft_loss", "sft_floor", "sft_below", "kl_ties")
+    # the supervised terms are means over their own conversations, the ties' KL over the anchors' tokens: neither is
+    # divided by the trials' token count as the rest is
+    supervised_stats = ("sft_loss", "sft_floor", "sft_below")
+    own = (*supervised_stats, "kl_ties")
     stats = {key: value / weight for key, value in sums.items() if key not in own} | work
     if supervised:
-        stats |= {key: sums[key] / config.updates for key in own[:3] if key in sums}
+        stats |= {key: sums[key] / config.updates for key in supervised_stats if key in sums}
     if tokens["anchor"]:
         stats["kl_ties"] = sums["kl_ties"] / (tokens["anchor"] * config.updates)
     stats["logprob_gap"] = sums["logprob_gap"] / max(tokens["sampled"] * config.updates, 1.0)  # the sampled alone
