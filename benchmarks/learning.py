@@ -738,7 +738,8 @@ def main() -> None:
                    help="Hold the same conversations' tokens at least as likely as the reference had them (a one-"
                         "sided k3 with this weight; 0: none): what the branch's lead plays stays learnt without "
                         "being fitted further; the pull is the drift times the weight, so it needs a large one "
-                        "(100 kept the lookup for 4 steps, not for 8; 1 did nothing). Needs --grpo-kl or --grpo-lora.")
+                        "(100 kept the lookup for 4 steps, not for 8; 1 did nothing; 300 unsettled the update and lost the "
+                        "pick). Needs --grpo-kl or --grpo-lora.")
     p.add_argument("--grpo-guide", default=None, metavar="SPEC",
                    help="Off-policy guidance: this policy's passing trial joins each group whose trials all failed, "
                         "with reward 1 (gold, or gold:explain=1 after --explain-picks: the conversations SFT learnt).")

@@ -372,7 +372,8 @@ def grpo(
                                              "the reference did is pulled back, one made more likely is left alone "
                                              "(one-sided k3; 0: none). Unlike --sft-coef it does not fit them "
                                              "further. The pull is the drift times the weight: on SmolLM2-135M 100 held "
-                                             "the gold's turns for 4 steps (not 8), 1 did nothing. Needs --kl or "
+                                             "the gold's turns for 4 steps (not 8), 1 did nothing, 300 unsettled the "
+                                             "update and lost what 100 held. Needs --kl or "
                                              "--lora for the reference.")] = 0.0,
     sft_batch: Annotated[int, typer.Option("--sft-batch", min=1, help="--sft conversations per update, drawn by "
                                            "seed and step.")] = 4,
