@@ -100,7 +100,8 @@ weight of 3 kept the lookup but, fitting the gold past the reference, moved the 
 reference, whatever its weight; what it pulls is the drift times the weight, so the weight must be large (at 1 the
 pull per token was a fifth of a policy token's). At 100 it kept the lookup, the pick notes and SFT's rate of made-up
 values, for 58/100 against SFT's 55 and b2's 56 (paired +3 over SFT, interval [-5.6, +11.6]); it did not teach the pick,
-and run on to 8 steps it stood at 58 again with the lookup slipping (the drift it holds grows with the steps).
+and run on to 8 steps it stood at 58 again with the lookup slipping (the drift it holds grows with the steps). A
+larger weight is not a firmer hold: at 300 the floor's pull outweighed the groups' gradient and lost the pick (50/100).
 ``blame_invented`` moves a failed turn's blame onto what it made up. A small policy fills a call's arguments with
 what it saw in training (an email for a customer who gave a name and a zip code, an order number no tool returned);
 the episode fails, and the plain update lowers the whole turn, the tool with the value. On SmolLM2-135M the
